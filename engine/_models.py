@@ -1,0 +1,101 @@
+"""The task model and the small value types shared by every layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar, get_args
+
+TaskStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
+Conflict = Literal["reuse", "reuse-succeeded", "reject", "replace"]
+
+STATUSES: tuple[TaskStatus, ...] = get_args(TaskStatus)
+TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "canceled"})
+LIVE_STATUSES: frozenset[str] = frozenset({"queued", "running"})
+CONFLICTS: tuple[Conflict, ...] = get_args(Conflict)
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+
+def is_terminal_status(status: str) -> bool:
+    """True for succeeded, failed and canceled."""
+    return status in TERMINAL_STATUSES
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One row of ``cairnq_tasks`` with its JSON columns decoded."""
+
+    id: str
+    name: str
+    queue: str
+    status: TaskStatus
+    payload: Any
+    metadata: dict[str, Any]
+    result: Any
+    error: dict[str, Any] | None
+    progress: float | None
+    message: str | None
+    attempt: int
+    max_attempts: int
+    priority: int
+    worker_id: str | None
+    lease_until_ms: int | None
+    run_at_ms: int
+    cancel_requested_at_ms: int | None
+    parent_id: str | None
+    root_id: str | None
+    correlation_id: str | None
+    created_at_ms: int
+    updated_at_ms: int
+    completed_at_ms: int | None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self.cancel_requested_at_ms is not None
+
+    @property
+    def queued(self) -> bool:
+        return self.status == "queued"
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "succeeded"
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+    @property
+    def canceled(self) -> bool:
+        return self.status == "canceled"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRef:
+    """Just a task's id and status: what the cheap status probes return."""
+
+    id: str
+    status: TaskStatus
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDef(Generic[P, R]):
+    """A typed task name shared by the submitting and the handling side."""
+
+    name: str
+
+
+TASK_COLUMNS: tuple[str, ...] = tuple(Task.__dataclass_fields__)

@@ -1,0 +1,618 @@
+"""The store contract shared by both dialects.
+
+``TaskStore`` holds everything that does not depend on the driver: argument
+validation (before any I/O), id generation and JSON encoding for submits, the
+backpressure gate, in-process wakeups and row decoding. A dialect implements the
+``_``-prefixed primitives, each of which is one statement or one transaction of
+the protocol (PROTOCOL.md §4).
+"""
+
+from __future__ import annotations
+
+import abc
+import builtins
+import contextlib
+import math
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from engine import _json
+from engine._errors import SerializationError
+from engine._ids import new_task_id
+from engine._models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task, TaskRef
+from engine._sql import Dialect
+from engine.store._signals import Signals, WatchSignal
+
+T = TypeVar("T")
+
+#: ``draw(names, limit)`` inside a claim session: one claim statement in the
+#: session's transaction. ``names=None`` draws any name.
+Draw = Callable[[Sequence[str] | None, int], Awaitable[list[Task]]]
+#: A claim plan: called once with ``draw``, inside the session's transaction.
+Plan = Callable[[Draw], Awaitable[T]]
+
+LEASE_EXPIRED_ERROR: dict[str, Any] = {
+    "type": "LeaseExpired",
+    "code": "lease_expired",
+    "message": "task lease expired and max attempts reached",
+    "retryable": False,
+    "details": {},
+}
+LEASE_EXPIRED_JSON = _json.dumps(LEASE_EXPIRED_ERROR)
+
+
+def now_ms() -> int:
+    """The application clock in epoch ms (SQLite's clock, §2.1)."""
+    return math.floor(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class NewTask:
+    """A validated, encoded submit: everything ``insert_task`` binds but the clock."""
+
+    id: str
+    name: str
+    queue: str
+    payload_json: str
+    metadata_json: str
+    max_attempts: int
+    priority: int
+    parent_id: str | None
+    root_id: str
+    correlation_id: str | None
+    delay_ms: int
+    key: str | None
+    conflict: str
+
+
+def _require_int(value: Any, what: str, *, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{what} must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{what} must be >= {minimum}, got {value}")
+    return value
+
+
+def _optional_text(value: Any, what: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{what} must be a string or None, got {type(value).__name__}")
+    return value
+
+
+def _require_text(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+    return value
+
+
+def check_status(status: Any, *, terminal_only: bool = False) -> str | None:
+    """Validate an optional status filter."""
+    if status is None:
+        return None
+    allowed = TERMINAL_STATUSES if terminal_only else STATUSES
+    if status not in allowed:
+        kind = "terminal status" if terminal_only else "status"
+        raise ValueError(f"unknown {kind} {status!r}; expected one of {sorted(allowed)}")
+    return str(status)
+
+
+def check_queues(queues: Any) -> list[str]:
+    """Validate a claim's queue list (a bare string is refused: it is a sequence)."""
+    if isinstance(queues, str) or not isinstance(queues, Sequence):
+        raise ValueError("queues must be a list of queue names")
+    out = [_require_text(q, "queue name") for q in queues]
+    if not out:
+        raise ValueError("queues must not be empty")
+    return out
+
+
+def check_names(names: Any) -> list[str] | None:
+    """Validate a claim's optional name filter (None = any name, [] = nothing)."""
+    if names is None:
+        return None
+    if isinstance(names, str) or not isinstance(names, Sequence):
+        raise ValueError("names must be a list of task names or None")
+    return [_require_text(n, "task name") for n in names]
+
+
+class TaskStore(abc.ABC):
+    """One cairnq database (SQLite file or Postgres schema) and every protocol operation.
+
+    Public methods validate their arguments before any I/O and raise ``ValueError``
+    (or ``SerializationError``) with nothing written. Subclasses implement the
+    ``_``-prefixed primitives.
+    """
+
+    dialect: Dialect
+
+    def __init__(self, identity: str) -> None:
+        # Shared by every handle on this database in the process (see Signals).
+        self.signals = Signals.shared(identity)
+        self._gate: Any = None  # engine._gate.QueueGate, attached by CairnQ/Worker
+
+    # -- lifecycle -----------------------------------------------------------
+
+    @abc.abstractmethod
+    async def connect(self) -> None:
+        """Open, migrate, check ``protocol_version``; idempotent."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """A barrier: writes already accepted land; later calls raise ``StoreClosed``."""
+
+    @property
+    @abc.abstractmethod
+    def target(self) -> str:
+        """Where the store points, safe to display (a DSN's password is redacted)."""
+
+    async def __aenter__(self) -> TaskStore:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- gate ------------------------------------------------------------------
+
+    def set_queue_gate(self, gate: Any) -> None:
+        """Attach a backpressure gate (``engine._gate.QueueGate``) to every submit."""
+        self._gate = gate
+
+    # -- submit ----------------------------------------------------------------
+
+    def prepare_submit(
+        self,
+        *,
+        name: str,
+        payload: Any = None,
+        queue: str = "default",
+        key: str | None = None,
+        conflict: str = "reuse",
+        max_attempts: int = 3,
+        priority: int = 0,
+        metadata: Mapping[str, Any] | None = None,
+        parent_id: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+        delay_ms: int = 0,
+    ) -> NewTask:
+        """Validate and encode a submit without I/O (ValueError/SerializationError)."""
+        _require_text(name, "name")
+        _require_text(queue, "queue")
+        if conflict not in CONFLICTS:
+            raise ValueError(f"unknown conflict strategy {conflict!r}; expected one of {CONFLICTS}")
+        _require_int(max_attempts, "max_attempts", minimum=1)
+        _require_int(priority, "priority")
+        _require_int(delay_ms, "delay_ms", minimum=0)
+        _optional_text(key, "key")
+        if key == "":
+            raise ValueError("key must be a non-empty string or None")
+        _optional_text(parent_id, "parent_id")
+        _optional_text(root_id, "root_id")
+        _optional_text(correlation_id, "correlation_id")
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise SerializationError("metadata must be a mapping or None")
+        task_id = new_task_id()
+        return NewTask(
+            id=task_id,
+            name=name,
+            queue=queue,
+            payload_json=_json.dumps({} if payload is None else payload),
+            metadata_json=_json.dumps(dict(metadata) if metadata else {}),
+            max_attempts=max_attempts,
+            priority=priority,
+            parent_id=parent_id,
+            root_id=root_id or task_id,
+            correlation_id=correlation_id,
+            delay_ms=delay_ms,
+            key=key,
+            conflict=conflict,
+        )
+
+    async def submit(
+        self,
+        *,
+        name: str,
+        payload: Any = None,
+        queue: str = "default",
+        key: str | None = None,
+        conflict: str = "reuse",
+        max_attempts: int = 3,
+        priority: int = 0,
+        metadata: Mapping[str, Any] | None = None,
+        parent_id: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+        delay_ms: int = 0,
+    ) -> Task:
+        """Insert a task, or resolve a keyed submit by its conflict strategy (§4.3).
+
+        Raises:
+            ValueError: bad arguments (nothing written).
+            SerializationError: payload or metadata has no faithful JSON form.
+            AlreadyExists: ``conflict="reject"`` and the key holds a task.
+            QueueFull: the backpressure gate gave up.
+        """
+        new = self.prepare_submit(
+            name=name,
+            payload=payload,
+            queue=queue,
+            key=key,
+            conflict=conflict,
+            max_attempts=max_attempts,
+            priority=priority,
+            metadata=metadata,
+            parent_id=parent_id,
+            root_id=root_id,
+            correlation_id=correlation_id,
+            delay_ms=delay_ms,
+        )
+        if self._gate is not None:
+            await self._gate.admit(self, new.queue)
+        task = await self._submit(new)
+        if task.id == new.id:
+            self.signals.queued(task.queue)
+        return task
+
+    @abc.abstractmethod
+    async def _submit(self, new: NewTask) -> Task:
+        """insert_task, or the keyed transaction; returns the new or reused row."""
+
+    # -- reads -----------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def get(self, task_id: str) -> Task | None: ...
+
+    @abc.abstractmethod
+    async def get_by_key(self, key: str) -> Task | None: ...
+
+    @abc.abstractmethod
+    async def get_status(self, task_id: str) -> TaskRef | None: ...
+
+    @abc.abstractmethod
+    async def get_status_by_key(self, key: str) -> TaskRef | None: ...
+
+    async def list(
+        self,
+        *,
+        status: str | None = None,
+        queue: str | None = None,
+        name: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> builtins.list[Task]:
+        """Tasks matching every given filter, newest first (§4.5)."""
+        check_status(status)
+        _require_int(limit, "limit", minimum=0)
+        _require_int(offset, "offset", minimum=0)
+        filters = {
+            "status": status,
+            "queue": _optional_text(queue, "queue"),
+            "name": _optional_text(name, "name"),
+            "root_id": _optional_text(root_id, "root_id"),
+            "correlation_id": _optional_text(correlation_id, "correlation_id"),
+        }
+        return await self._list(filters, limit, offset)
+
+    @abc.abstractmethod
+    async def _list(
+        self, filters: dict[str, str | None], limit: int, offset: int
+    ) -> builtins.list[Task]: ...
+
+    async def stats(self, queue: str | None = None) -> dict[str, dict[str, int]]:
+        """Counts per queue and status, zero-filled (§4.6)."""
+        _optional_text(queue, "queue")
+        rows = await self._stats(queue)
+        out: dict[str, dict[str, int]] = {}
+        if queue is not None:
+            out[queue] = dict.fromkeys(STATUSES, 0)
+        for q, status, count in rows:
+            out.setdefault(q, dict.fromkeys(STATUSES, 0))[status] = int(count)
+        return out
+
+    @abc.abstractmethod
+    async def _stats(self, queue: str | None) -> builtins.list[tuple[str, str, int]]:
+        """``(queue, status, count)`` rows."""
+
+    async def queue_depth(self, queue: str, max_depth: int) -> int:
+        """Headroom ``max_depth - min(queued rows, max_depth)`` (§4.7)."""
+        _require_text(queue, "queue")
+        _require_int(max_depth, "max_depth", minimum=0)
+        return await self._queue_depth(queue, max_depth)
+
+    @abc.abstractmethod
+    async def _queue_depth(self, queue: str, max_depth: int) -> int: ...
+
+    # -- cancel / retry / purge -------------------------------------------------
+
+    async def cancel(self, task_id: str) -> Task | None:
+        """Cancel a live task (queued: at once; running: cooperative) (§4.8)."""
+        task = await self._cancel(_require_text(task_id, "task_id"))
+        self._after_write(task)
+        return task
+
+    async def cancel_by_key(self, key: str) -> Task | None:
+        task = await self._cancel_by_key(_require_text(key, "key"))
+        self._after_write(task)
+        return task
+
+    async def retry(self, task_id: str, *, reset_attempt: bool = False) -> Task | None:
+        """Requeue a failed or canceled task (§4.9)."""
+        task = await self._retry(_require_text(task_id, "task_id"), bool(reset_attempt))
+        self._after_write(task)
+        return task
+
+    async def retry_by_key(self, key: str, *, reset_attempt: bool = False) -> Task | None:
+        task = await self._retry_by_key(_require_text(key, "key"), bool(reset_attempt))
+        self._after_write(task)
+        return task
+
+    @abc.abstractmethod
+    async def _cancel(self, task_id: str) -> Task | None: ...
+
+    @abc.abstractmethod
+    async def _cancel_by_key(self, key: str) -> Task | None: ...
+
+    @abc.abstractmethod
+    async def _retry(self, task_id: str, reset_attempt: bool) -> Task | None: ...
+
+    @abc.abstractmethod
+    async def _retry_by_key(self, key: str, reset_attempt: bool) -> Task | None: ...
+
+    async def purge(
+        self,
+        *,
+        older_than_ms: int = 0,
+        queue: str | None = None,
+        status: str | None = None,
+        name: str | None = None,
+        limit: int = 1_000,
+    ) -> builtins.list[str]:
+        """Delete up to ``limit`` terminal tasks completed before the cutoff (§4.10)."""
+        _require_int(older_than_ms, "older_than_ms", minimum=0)
+        _require_int(limit, "limit", minimum=1)
+        check_status(status, terminal_only=True)
+        filters = {
+            "queue": _optional_text(queue, "queue"),
+            "status": status,
+            "name": _optional_text(name, "name"),
+        }
+        return await self._purge(older_than_ms, filters, limit)
+
+    @abc.abstractmethod
+    async def _purge(
+        self, older_than_ms: int, filters: dict[str, str | None], limit: int
+    ) -> builtins.list[str]: ...
+
+    # -- claims ----------------------------------------------------------------
+
+    async def claim(
+        self,
+        *,
+        queues: Sequence[str],
+        worker_id: str,
+        lease_ms: int = 30_000,
+        limit: int = 1,
+        names: Sequence[str] | None = None,
+    ) -> builtins.list[Task]:
+        """A claim session with one draw (§4.14); empty if nothing is claimable."""
+
+        async def plan(draw: Draw) -> builtins.list[Task]:
+            return await draw(names, limit)
+
+        result = await self.claim_session(
+            queues=queues, worker_id=worker_id, lease_ms=lease_ms, names=names, plan=plan
+        )
+        return result if result is not None else []
+
+    async def claim_session(
+        self,
+        *,
+        queues: Sequence[str],
+        worker_id: str,
+        lease_ms: int = 30_000,
+        names: Sequence[str] | None,
+        plan: Plan[T],
+    ) -> T | None:
+        """Probe, then one transaction: recover expired leases, run ``plan(draw)``.
+
+        Returns the plan's value, or None when the probe found nothing to do (the
+        plan is then not called and no transaction is opened).
+        """
+        queue_list = check_queues(queues)
+        name_list = check_names(names)
+        _require_text(worker_id, "worker_id")
+        _require_int(lease_ms, "lease_ms", minimum=1)
+        if name_list == []:
+            return None
+        return await self._claim_session(queue_list, worker_id, lease_ms, name_list, plan)
+
+    @abc.abstractmethod
+    async def _claim_session(
+        self,
+        queues: builtins.list[str],
+        worker_id: str,
+        lease_ms: int,
+        names: builtins.list[str] | None,
+        plan: Plan[T],
+    ) -> T | None:
+        """Dialect transaction; each draw validates ``limit`` (<= 0 or [] → no statement).
+
+        Recovery's requeues and terminal entries must reach ``self.signals``.
+        """
+
+    # -- owned writes ------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def heartbeat(self, *, task_id: str, worker_id: str, lease_ms: int = 30_000) -> Task:
+        """Renew one lease; ``LostLease`` if not owned (§4.15)."""
+
+    async def heartbeat_batch(
+        self, *, task_ids: Sequence[str], worker_id: str, lease_ms: int = 30_000
+    ) -> dict[str, bool]:
+        """Renew each owned lease; ``{id: cancel requested}`` for renewed rows only."""
+        if not task_ids:
+            return {}
+        return await self._heartbeat_batch(list(task_ids), worker_id, lease_ms)
+
+    @abc.abstractmethod
+    async def _heartbeat_batch(
+        self, task_ids: builtins.list[str], worker_id: str, lease_ms: int
+    ) -> dict[str, bool]: ...
+
+    @abc.abstractmethod
+    async def progress(
+        self,
+        *,
+        task_id: str,
+        worker_id: str,
+        progress: float | None = None,
+        message: str | None = None,
+    ) -> Task:
+        """Coalescing progress/message update; ``LostLease`` if not owned (§4.16)."""
+
+    async def succeed(self, *, task_id: str, worker_id: str, result: Any = None) -> Task:
+        """Raw success, ignoring a cancel request (§4.17)."""
+        task = await self._succeed(task_id, worker_id, _json.dumps_or_none(result))
+        self._after_write(task)
+        return task
+
+    async def complete(self, *, task_id: str, worker_id: str, result: Any = None) -> Task:
+        """The worker's finaliser: succeeded, or canceled if cancel was requested."""
+        task = await self._complete(task_id, worker_id, _json.dumps_or_none(result))
+        self._after_write(task)
+        return task
+
+    async def fail(
+        self,
+        *,
+        task_id: str,
+        worker_id: str,
+        error: Mapping[str, Any],
+        retryable: bool = True,
+        delay_ms: int = 0,
+    ) -> Task:
+        """Record a failure: requeue, fail for good, or cancel (§4.18)."""
+        _require_int(delay_ms, "delay_ms", minimum=0)
+        task = await self._fail(
+            task_id, worker_id, encode_error(error, retryable), bool(retryable), delay_ms
+        )
+        self._after_write(task)
+        return task
+
+    @abc.abstractmethod
+    async def _succeed(self, task_id: str, worker_id: str, result_json: str | None) -> Task: ...
+
+    @abc.abstractmethod
+    async def _complete(self, task_id: str, worker_id: str, result_json: str | None) -> Task: ...
+
+    @abc.abstractmethod
+    async def _fail(
+        self, task_id: str, worker_id: str, error_json: str, retryable: bool, delay_ms: int
+    ) -> Task: ...
+
+    @abc.abstractmethod
+    async def protocol_version(self) -> int:
+        """The database's ``protocol_version`` (0 when the row is missing)."""
+
+    # -- wakeups -------------------------------------------------------------------
+
+    async def claim_wake(self, queues: Sequence[str], timeout_ms: float) -> bool:
+        """Sleep until a task may be claimable on ``queues`` or the timeout passes."""
+        return await self.signals.claim_wake(queues, timeout_ms)
+
+    async def task_done_wake(self, task_id: str, timeout_ms: float) -> bool:
+        """Sleep until ``task_id`` may have gone terminal or the timeout passes."""
+        return await self.signals.task_done_wake(task_id, timeout_ms)
+
+    def watch(self, consumer: Callable[[WatchSignal], None]) -> Callable[[], None]:
+        """Subscribe to "queued"/"done" signals (in-process writes; NOTIFY on Postgres)."""
+        return self.signals.subscribe(consumer)
+
+    # -- named reads for introspection (engine.Inspector) ---------------------------
+
+    @abc.abstractmethod
+    async def read_statement(
+        self, name: str, params: Mapping[str, Any]
+    ) -> builtins.list[dict[str, Any]]:
+        """Run the read-only statement ``sql/<dialect>/<name>.sql``; rows as dicts.
+
+        Optional filters written ``(:p is null or col = :p)`` are specialised for
+        the parameters that have a value (``engine._sql.specialise``). Used by
+        ``engine.Inspector``; never by write paths.
+        """
+
+    # -- helpers for subclasses ---------------------------------------------------
+
+    def _after_write(self, task: Task | None) -> None:
+        """Announce what a committed write did: queued again, or terminal."""
+        if task is None:
+            return
+        if task.status == "queued":
+            self.signals.queued(task.queue)
+        elif task.status in TERMINAL_STATUSES:
+            self.signals.done(task.id)
+
+    @staticmethod
+    def task_from_row(row: Mapping[str, Any], *, decoded_json: bool = False) -> Task:
+        """Build a ``Task`` from a full row (JSON as text unless ``decoded_json``)."""
+
+        def js(value: Any) -> Any:
+            return value if decoded_json else _json.loads(value)
+
+        def ms(value: Any) -> int | None:
+            return None if value is None else int(value)
+
+        metadata = js(row["metadata"])
+        return Task(
+            id=row["id"],
+            name=row["name"],
+            queue=row["queue"],
+            status=row["status"],
+            payload=js(row["payload"]),
+            metadata=metadata if isinstance(metadata, dict) else {},
+            result=js(row["result"]),
+            error=js(row["error"]),
+            progress=row["progress"],
+            message=row["message"],
+            attempt=int(row["attempt"]),
+            max_attempts=int(row["max_attempts"]),
+            priority=int(row["priority"]),
+            worker_id=row["worker_id"],
+            lease_until_ms=ms(row["lease_until_ms"]),
+            run_at_ms=int(row["run_at_ms"]),
+            cancel_requested_at_ms=ms(row["cancel_requested_at_ms"]),
+            parent_id=row["parent_id"],
+            root_id=row["root_id"],
+            correlation_id=row["correlation_id"],
+            created_at_ms=int(row["created_at_ms"]),
+            updated_at_ms=int(row["updated_at_ms"]),
+            completed_at_ms=ms(row["completed_at_ms"]),
+        )
+
+
+def encode_error(error: Mapping[str, Any], retryable: bool) -> str:
+    """The envelope as JSON; a reduced envelope if it cannot be serialised (§2.6)."""
+    try:
+        return _json.dumps(dict(error))
+    except (SerializationError, TypeError, ValueError):
+
+        def field(key: str, default: str) -> str:
+            value = None
+            with contextlib.suppress(Exception):
+                value = error.get(key)
+            return default if value is None else str(value)
+
+        return _json.dumps(
+            {
+                "type": field("type", "TaskError"),
+                "code": field("code", "task_error"),
+                "message": field("message", ""),
+                "retryable": bool(retryable),
+                "details": {},
+            }
+        )

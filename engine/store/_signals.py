@@ -1,0 +1,171 @@
+"""In-process wakeups: a submit wakes a claiming worker, a completion wakes a waiter.
+
+Both dialects feed this hub from their own committed writes; the Postgres store
+also feeds it from LISTEN notifications of other processes. Wakeups only shorten
+sleeps: every sleep keeps its timeout, so polling stays correct without them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import weakref
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+SignalReason = Literal["queued", "done", "poll"]
+
+
+@dataclass(frozen=True, slots=True)
+class WatchSignal:
+    """What ``CairnQ.watch`` hands its consumer."""
+
+    reason: SignalReason
+    queue: str | None = None
+    task_id: str | None = None
+
+
+class _Waiter:
+    """An event bound to the loop that waits on it; settable from any thread."""
+
+    __slots__ = ("event", "loop")
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.event = asyncio.Event()
+
+    def set(self) -> None:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            self.event.set()
+        elif not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.event.set)
+
+
+_shared: weakref.WeakValueDictionary[str, Signals] = weakref.WeakValueDictionary()
+_shared_lock = threading.Lock()
+
+
+class Signals:
+    """Waiters keyed by queue and by task id, plus watch subscribers.
+
+    One instance is shared by every store handle on the same database in this
+    process (``Signals.shared``), so a client's submit wakes a worker that opened
+    its own handle, even when that worker runs its own event loop on a thread.
+    """
+
+    @classmethod
+    def shared(cls, identity: str) -> Signals:
+        """The process-wide hub for one database (a file's real path, a DSN + schema)."""
+        with _shared_lock:
+            hub = _shared.get(identity)
+            if hub is None:
+                hub = cls()
+                _shared[identity] = hub
+            return hub
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue_waiters: dict[str, set[_Waiter]] = defaultdict(set)
+        self._done_waiters: dict[str, set[_Waiter]] = defaultdict(set)
+        # Queues someone claims from: a "queued" signal that arrives between two
+        # polls is remembered so the next claim_wake returns at once.
+        self._pending_queued: set[str] = set()
+        self._claimed_queues: set[str] = set()
+        self._subscribers: list[Callable[[WatchSignal], None]] = []
+
+    def queued(self, queue: str) -> None:
+        """A task became claimable on ``queue`` (insert, requeue, retry)."""
+        with self._lock:
+            waiters = list(self._queue_waiters.get(queue, ()))
+            if not waiters and queue in self._claimed_queues:
+                self._pending_queued.add(queue)
+        for waiter in waiters:
+            waiter.set()
+        self._publish(WatchSignal("queued", queue=queue))
+
+    def done(self, task_id: str) -> None:
+        """Task ``task_id`` entered a terminal status."""
+        with self._lock:
+            waiters = list(self._done_waiters.get(task_id, ()))
+        for waiter in waiters:
+            waiter.set()
+        self._publish(WatchSignal("done", task_id=task_id))
+
+    def release_all(self) -> None:
+        """Wake every waiter (a dropped listener, a closing store)."""
+        with self._lock:
+            everyone = [
+                w
+                for group in (self._queue_waiters, self._done_waiters)
+                for waiters in group.values()
+                for w in waiters
+            ]
+        for waiter in everyone:
+            waiter.set()
+
+    def subscribe(self, consumer: Callable[[WatchSignal], None]) -> Callable[[], None]:
+        """Call ``consumer`` for every signal until the returned function is called."""
+        self._subscribers.append(consumer)
+
+        def unsubscribe() -> None:
+            if consumer in self._subscribers:
+                self._subscribers.remove(consumer)
+
+        return unsubscribe
+
+    def _publish(self, signal: WatchSignal) -> None:
+        for consumer in list(self._subscribers):
+            # A consumer's exception is its own business, never the writer's.
+            with contextlib.suppress(Exception):
+                consumer(signal)
+
+    async def claim_wake(self, queues: Iterable[str], timeout_ms: float) -> bool:
+        """Sleep up to ``timeout_ms``; True if a task became claimable on one of ``queues``."""
+        names = list(queues)
+        waiter = _Waiter()
+        with self._lock:
+            self._claimed_queues.update(names)
+            if any(q in self._pending_queued for q in names):
+                self._pending_queued.difference_update(names)
+                return True
+            for q in names:
+                self._queue_waiters[q].add(waiter)
+        try:
+            await asyncio.wait_for(waiter.event.wait(), max(0.0, timeout_ms) / 1000)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            with self._lock:
+                for q in names:
+                    waiters = self._queue_waiters.get(q)
+                    if waiters is not None:
+                        waiters.discard(waiter)
+                        if not waiters:
+                            del self._queue_waiters[q]
+                self._pending_queued.difference_update(names)
+
+    async def task_done_wake(self, task_id: str, timeout_ms: float) -> bool:
+        """Sleep up to ``timeout_ms``; True if ``task_id`` went terminal meanwhile."""
+        waiter = _Waiter()
+        with self._lock:
+            self._done_waiters[task_id].add(waiter)
+        try:
+            await asyncio.wait_for(waiter.event.wait(), max(0.0, timeout_ms) / 1000)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            with self._lock:
+                waiters = self._done_waiters.get(task_id)
+                if waiters is not None:
+                    waiters.discard(waiter)
+                    if not waiters:
+                        del self._done_waiters[task_id]

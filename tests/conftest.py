@@ -1,0 +1,91 @@
+"""Fixtures shared by every test: fresh SQLite files and throwaway Postgres schemas.
+
+Postgres tests read the server from ``CAIRNQ_TEST_PG_DSN`` and skip cleanly when it
+is unset; with ``CAIRNQ_REQUIRE_PG=1`` (what .ci/run sets) such a skip is turned
+into a failure, so CI can never pass with Postgres silently untested.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PG_DSN_ENV = "CAIRNQ_TEST_PG_DSN"
+
+
+def pg_dsn_or_skip() -> str:
+    dsn = os.environ.get(PG_DSN_ENV)
+    if not dsn:
+        pytest.skip(f"postgres: set {PG_DSN_ENV} to run")
+    return dsn
+
+
+def _admin_execute(dsn: str, sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def dsn_for_database(dsn: str, database: str) -> str:
+    """The same server DSN pointed at another database."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(dsn)
+    params["dbname"] = database
+    return make_conninfo(**params)
+
+
+@pytest.fixture
+def pg_dsn() -> str:
+    """The test server's DSN (the shared ``test`` database)."""
+    return pg_dsn_or_skip()
+
+
+@pytest.fixture
+def pg_schema(pg_dsn: str) -> Iterator[str]:
+    """A fresh, empty schema name in the test database, dropped afterwards.
+
+    The schema itself is not created: stores given ``schema=`` create it.
+    """
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield name
+    _admin_execute(pg_dsn, f'drop schema if exists "{name}" cascade')
+
+
+@pytest.fixture
+def pg_database(pg_dsn: str) -> Iterator[str]:
+    """A DSN for a brand-new database (for tests about the public schema), dropped after."""
+    name = f"cq_{uuid.uuid4().hex[:12]}"
+    _admin_execute(pg_dsn, f'create database "{name}"')
+    yield dsn_for_database(pg_dsn, name)
+    _admin_execute(pg_dsn, f'drop database if exists "{name}" with (force)')
+
+
+@pytest.fixture
+def sqlite_path(tmp_path: Path) -> Path:
+    """A path for a new SQLite database file (not created yet)."""
+    return tmp_path / "tasks.db"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "pg_dsn" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if (
+        report.skipped
+        and os.environ.get("CAIRNQ_REQUIRE_PG") == "1"
+        and item.get_closest_marker("postgres") is not None
+    ):
+        report.outcome = "failed"
+        report.longrepr = f"Postgres test skipped while CAIRNQ_REQUIRE_PG=1: {report.longrepr}"
