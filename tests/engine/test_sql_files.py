@@ -1,0 +1,110 @@
+"""The SQL shipped in ``sql/``: one named statement per file, same names per dialect,
+a header comment on every file, and the migration lists of PROTOCOL.md §1.3."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+import pytest
+
+from engine._sql import Dialect, migrations, sql_root, statement, statement_names
+
+DIALECTS: tuple[Dialect, ...] = ("sqlite", "postgres")
+
+# PROTOCOL.md §4: the 27 statements every dialect has; Postgres adds `installations`.
+PROTOCOL_STATEMENTS = frozenset(
+    {
+        "insert_task",
+        "lock_key",
+        "get_key",
+        "upsert_key",
+        "get",
+        "get_by_key",
+        "get_status",
+        "get_status_by_key",
+        "list",
+        "stats",
+        "queue_depth",
+        "cancel",
+        "retry",
+        "purge",
+        "claimable_probe",
+        "recover_leases",
+        "claim",
+        "claim_one_queue",
+        "claim_one_name",
+        "claim_one_queue_one_name",
+        "heartbeat",
+        "heartbeat_batch",
+        "progress",
+        "succeed",
+        "complete",
+        "fail",
+        "protocol_version",
+    }
+)
+
+# PROTOCOL.md §1.3: recorded names, file name with extension; SQLite has no 0003.
+POSTGRES_MIGRATIONS = [
+    "0001_init.sql",
+    "0002_purge_index.sql",
+    "0003_notify.sql",
+    "0004_lease_index.sql",
+    "0005_clear_terminal_lease.sql",
+    "0006_claim_name_index.sql",
+    "0007_purge_status_index.sql",
+    "0008_claim_due_index.sql",
+    "0009_purge_queue_index.sql",
+    "0010_drop_status_index.sql",
+]
+SQLITE_MIGRATIONS = [name for name in POSTGRES_MIGRATIONS if name != "0003_notify.sql"]
+
+
+def test_protocol_statements_exist_in_both_dialects() -> None:
+    assert len(PROTOCOL_STATEMENTS) == 27
+    for dialect in DIALECTS:
+        missing = PROTOCOL_STATEMENTS - statement_names(dialect)
+        assert not missing, f"{dialect} lacks {sorted(missing)}"
+
+
+def test_both_dialects_ship_the_same_statement_names() -> None:
+    assert statement_names("postgres") - {"installations"} == statement_names("sqlite")
+    assert "installations" in statement_names("postgres")
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_every_statement_file_has_a_header_comment_and_one_statement(dialect: Dialect) -> None:
+    for name in sorted(statement_names(dialect)):
+        text = (sql_root() / dialect / f"{name}.sql").read_text(encoding="utf-8")
+        first = text.lstrip().splitlines()[0] if text.strip() else ""
+        assert first.startswith("--"), f"{dialect}/{name}.sql starts without a header comment"
+        body = statement(dialect, name)
+        assert body, f"{dialect}/{name}.sql holds no statement"
+        # One statement per file: no semicolon survives outside string literals.
+        assert ";" not in re.sub(r"'[^']*'", "''", body), (
+            f"{dialect}/{name}.sql: several statements"
+        )
+
+
+def test_sqlite_statements_are_single_complete_statements() -> None:
+    for name in statement_names("sqlite"):
+        text = statement("sqlite", name)
+        assert sqlite3.complete_statement(text + ";"), name
+
+
+@pytest.mark.parametrize(
+    ("dialect", "expected"), [("sqlite", SQLITE_MIGRATIONS), ("postgres", POSTGRES_MIGRATIONS)]
+)
+def test_migration_lists_match_the_protocol(dialect: Dialect, expected: list[str]) -> None:
+    found = migrations(dialect)
+    assert [name for name, _ in found] == expected
+    for name, script in found:
+        assert script.strip(), f"migration {dialect}/{name} is empty"
+
+
+def test_migration_scripts_never_name_a_schema() -> None:
+    # §1.5: no object is schema-qualified, so a schema option can relocate them.
+    for dialect in DIALECTS:
+        for name, script in migrations(dialect):
+            assert not re.search(r"\b(public|main)\.cairnq_", script), f"{dialect}/{name}"
