@@ -5,6 +5,8 @@ Everything public is re-exported here; the names follow the cairnq Python SDK so
 """
 
 from engine._backoff import retry_delay_ms
+from engine._client import CairnQ
+from engine._context import TaskContext
 from engine._errors import (
     AlreadyExists,
     CairnQError,
@@ -21,6 +23,7 @@ from engine._errors import (
     TaskTimeout,
     UnsupportedBackend,
 )
+from engine._gate import QueueGate
 from engine._models import (
     CONFLICTS,
     STATUSES,
@@ -31,23 +34,48 @@ from engine._models import (
     TaskStatus,
     is_terminal_status,
 )
-from engine.store import TaskStore, WatchSignal
+from engine._retention import Retention, RetentionRule
+from engine._waits import WaitSnapshot, active_waits
+from engine._worker import (
+    CallSnapshot,
+    CallTaskSnapshot,
+    ErrorReport,
+    NameSnapshot,
+    ResourceHolder,
+    ResourceSnapshot,
+    Worker,
+    WorkerSnapshot,
+)
+from engine.store import PostgresStore, SQLiteStore, TaskStore, WatchSignal
 
 __all__ = [
     "CONFLICTS",
     "STATUSES",
     "AlreadyExists",
+    "CairnQ",
     "CairnQError",
+    "CallSnapshot",
+    "CallTaskSnapshot",
     "Conflict",
+    "ErrorReport",
     "LostLease",
+    "NameSnapshot",
+    "PostgresStore",
     "ProtocolVersionMismatch",
     "QueueFull",
+    "QueueGate",
+    "ResourceHolder",
+    "ResourceSnapshot",
+    "Retention",
+    "RetentionRule",
+    "SQLiteStore",
     "SchemaMismatch",
     "SerializationError",
     "StoreClosed",
     "StoreUnavailable",
     "Task",
     "TaskCanceled",
+    "TaskContext",
     "TaskDef",
     "TaskError",
     "TaskFailed",
@@ -56,7 +84,11 @@ __all__ = [
     "TaskStore",
     "TaskTimeout",
     "UnsupportedBackend",
+    "WaitSnapshot",
     "WatchSignal",
+    "Worker",
+    "WorkerSnapshot",
+    "active_waits",
     "is_terminal_status",
     "retry_delay_ms",
 ]

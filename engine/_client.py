@@ -1,0 +1,374 @@
+"""``CairnQ``, the API-side handle: submit, read, manage, wait, call, watch.
+
+A thin layer over a ``TaskStore``: the backpressure gate and the in-process
+wakeups live on the store (so every submit path and every waiter share them);
+this handle adds the SDK-shaped methods, waits that record themselves in the
+process-wide wait registry, ``watch`` and the retention sweeper.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from engine._errors import TaskCanceled, TaskFailed
+from engine._gate import QueueGate
+from engine._models import Conflict, Task, TaskDef, TaskRef
+from engine._retention import Retention, RetentionSweeper
+from engine._waits import DEFAULT_MAX_POLL_MS, DEFAULT_POLL_MS, DEFAULT_TIMEOUT_MS, wait_for_task
+from engine.store._signals import WatchSignal
+
+if TYPE_CHECKING:
+    from engine.store._base import TaskStore
+
+
+class CairnQ:
+    """The API-side handle over one store.
+
+    Args:
+        store: the database.
+        max_queue_depth: a backpressure limit for every queue (int) or for the
+            named queues (mapping), installed on the store so child submits from
+            handlers are gated too.
+        max_queue_wait_ms: how long a gated submit waits before ``QueueFull``.
+        retention: an int (ms, every terminal row) or a ``Retention``; the
+            sweeper starts on connect and stops on close.
+
+    Raises:
+        ValueError: a bad gate limit or retention policy.
+    """
+
+    def __init__(
+        self,
+        store: TaskStore,
+        *,
+        max_queue_depth: int | Mapping[str, int] | None = None,
+        max_queue_wait_ms: int = 600_000,
+        retention: int | Retention | None = None,
+    ) -> None:
+        self._store = store
+        if max_queue_depth is not None:
+            store.set_queue_gate(QueueGate(max_queue_depth, max_queue_wait_ms))
+        if retention is None:
+            self._sweeper: RetentionSweeper | None = None
+        else:
+            if isinstance(retention, bool) or not isinstance(retention, int | Retention):
+                raise ValueError(f"retention must be an int (ms) or a Retention, got {retention!r}")
+            policy = retention if isinstance(retention, Retention) else Retention(retention)
+            self._sweeper = RetentionSweeper(store, policy)
+        self._connected = False
+
+    @classmethod
+    def sqlite(cls, path: str, *, busy_timeout_ms: int = 5_000, **kwargs: Any) -> CairnQ:
+        """A handle on a SQLite file (created and migrated on connect)."""
+        from engine.store.sqlite import SQLiteStore
+
+        return cls(SQLiteStore(path, busy_timeout_ms=busy_timeout_ms), **kwargs)
+
+    @classmethod
+    def postgres(
+        cls,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        schema: str | None = None,
+        **kwargs: Any,
+    ) -> CairnQ:
+        """A handle on a Postgres database (``schema`` names where the tables live)."""
+        from engine.store.postgres import PostgresStore
+
+        return cls(
+            PostgresStore(dsn, min_size=min_size, max_size=max_size, schema=schema), **kwargs
+        )
+
+    @property
+    def store(self) -> TaskStore:
+        return self._store
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Open and migrate the store, then start retention (idempotent)."""
+        await self._store.connect()
+        if self._sweeper is not None:
+            self._sweeper.start()
+        self._connected = True
+
+    async def close(self) -> None:
+        """Stop the retention sweeper (awaiting a running sweep), then close the store."""
+        if self._sweeper is not None:
+            await self._sweeper.stop()
+        self._connected = False
+        await self._store.close()
+
+    async def __aenter__(self) -> CairnQ:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _ready(self) -> TaskStore:
+        if not self._connected:
+            await self.connect()
+        return self._store
+
+    # -- writes --------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        name: str | TaskDef[Any, Any],
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        queue: str = "default",
+        conflict: Conflict = "reuse",
+        max_attempts: int = 3,
+        priority: int = 0,
+        metadata: Mapping[str, Any] | None = None,
+        delay_ms: int = 0,
+        parent_id: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> Task:
+        """Enqueue a task, or resolve a keyed submit by ``conflict`` (PROTOCOL.md §4.3).
+
+        Raises:
+            ValueError / SerializationError: bad input (nothing written).
+            AlreadyExists: ``conflict="reject"`` and the key holds a task.
+            QueueFull: the backpressure gate gave up.
+        """
+        store = await self._ready()
+        return await store.submit(
+            name=name.name if isinstance(name, TaskDef) else name,
+            payload=payload,
+            queue=queue,
+            key=key,
+            conflict=conflict,
+            max_attempts=max_attempts,
+            priority=priority,
+            metadata=metadata,
+            parent_id=parent_id,
+            root_id=root_id,
+            correlation_id=correlation_id,
+            delay_ms=delay_ms,
+        )
+
+    async def cancel(self, task_id: str) -> Task | None:
+        """Cancel a live task; None for a terminal or unknown one."""
+        return await (await self._ready()).cancel(task_id)
+
+    async def cancel_by_key(self, key: str) -> Task | None:
+        return await (await self._ready()).cancel_by_key(key)
+
+    async def retry(self, task_id: str, *, reset_attempt: bool = False) -> Task | None:
+        """Requeue a failed or canceled task; None otherwise."""
+        return await (await self._ready()).retry(task_id, reset_attempt=reset_attempt)
+
+    async def retry_by_key(self, key: str, *, reset_attempt: bool = False) -> Task | None:
+        return await (await self._ready()).retry_by_key(key, reset_attempt=reset_attempt)
+
+    async def purge(
+        self,
+        *,
+        older_than_ms: int = 0,
+        queue: str | None = None,
+        status: str | None = None,
+        name: str | None = None,
+        limit: int = 1_000,
+    ) -> builtins.list[str]:
+        """Delete up to ``limit`` terminal tasks completed more than ``older_than_ms`` ago."""
+        return await (await self._ready()).purge(
+            older_than_ms=older_than_ms, queue=queue, status=status, name=name, limit=limit
+        )
+
+    # -- reads ----------------------------------------------------------------------------
+
+    async def get(self, task_id: str) -> Task | None:
+        return await (await self._ready()).get(task_id)
+
+    async def get_by_key(self, key: str) -> Task | None:
+        return await (await self._ready()).get_by_key(key)
+
+    async def get_status(self, task_id: str) -> TaskRef | None:
+        return await (await self._ready()).get_status(task_id)
+
+    async def get_status_by_key(self, key: str) -> TaskRef | None:
+        return await (await self._ready()).get_status_by_key(key)
+
+    async def list(
+        self,
+        *,
+        status: str | None = None,
+        queue: str | None = None,
+        name: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> builtins.list[Task]:
+        """Tasks matching every given filter, newest first."""
+        return await (await self._ready()).list(
+            status=status,
+            queue=queue,
+            name=name,
+            root_id=root_id,
+            correlation_id=correlation_id,
+            limit=limit,
+            offset=offset,
+        )
+
+    async def stats(self, queue: str | None = None) -> dict[str, dict[str, int]]:
+        """``{queue: {status: count}}``, zero-filled."""
+        return await (await self._ready()).stats(queue)
+
+    async def queue_depth(self, queue: str, max_depth: int) -> int:
+        """Headroom below ``max_depth`` queued tasks (not the depth itself)."""
+        return await (await self._ready()).queue_depth(queue, max_depth)
+
+    # -- waits ------------------------------------------------------------------------------
+
+    async def wait(
+        self,
+        task_id: str,
+        *,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        poll_ms: int = DEFAULT_POLL_MS,
+        max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+    ) -> Task:
+        """Wait until the task is terminal and return it (any terminal status).
+
+        Completions in this process (and Postgres notifications) end each sleep
+        early; polling with growing intervals is the fallback.
+
+        Raises:
+            TaskTimeout: the deadline passed; the message says what the task was
+                doing (never claimed, queued until, cancel pending, running).
+        """
+        return await wait_for_task(
+            await self._ready(),
+            kind="wait",
+            task_id=task_id,
+            timeout_ms=timeout_ms,
+            poll_ms=poll_ms,
+            max_poll_ms=max_poll_ms,
+        )
+
+    async def wait_by_key(
+        self,
+        key: str,
+        *,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        poll_ms: int = DEFAULT_POLL_MS,
+        max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+    ) -> Task:
+        """Wait for whatever ``key`` points at to finish, re-resolving it every beat.
+
+        A ``replace`` moves the wait onto the new task; a key that resolves to
+        nothing yet is waited for.
+
+        Raises:
+            TaskTimeout: the deadline passed.
+        """
+        return await wait_for_task(
+            await self._ready(),
+            kind="wait_by_key",
+            key=key,
+            timeout_ms=timeout_ms,
+            poll_ms=poll_ms,
+            max_poll_ms=max_poll_ms,
+        )
+
+    async def call(
+        self,
+        name: str | TaskDef[Any, Any],
+        payload: Any = None,
+        *,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        poll_ms: int = DEFAULT_POLL_MS,
+        max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+        **submit_kwargs: Any,
+    ) -> Any:
+        """Submit and wait; the task's result.
+
+        Raises:
+            TaskFailed: the task failed (carries its error envelope).
+            TaskCanceled: the task was canceled.
+            TaskTimeout: the deadline passed (the task keeps going).
+        """
+        task = await self.submit(name, payload, **submit_kwargs)
+        done = await wait_for_task(
+            self._store,
+            kind="call",
+            task_id=task.id,
+            timeout_ms=timeout_ms,
+            poll_ms=poll_ms,
+            max_poll_ms=max_poll_ms,
+        )
+        if done.status == "succeeded":
+            return done.result
+        if done.status == "canceled":
+            raise TaskCanceled(done.id)
+        raise TaskFailed(done.error)
+
+    # -- watch ------------------------------------------------------------------------------
+
+    def watch(
+        self,
+        on_signal: Callable[[WatchSignal], Any],
+        *,
+        queues: Sequence[str] | None = None,
+        poll_ms: int = 2_000,
+    ) -> Callable[[], None]:
+        """Call ``on_signal`` on "queued" (for ``queues``, all when None), "done" and
+        a "poll" tick every ``poll_ms``; returns the function that unsubscribes.
+
+        Signals come from this process's writes and, on Postgres, NOTIFY; the
+        tick covers what neither sees. Consumer exceptions are swallowed. Needs
+        a running event loop (the tick is a task on it).
+
+        Raises:
+            ValueError: ``poll_ms`` < 1 or a bad queue list.
+        """
+        if isinstance(poll_ms, bool) or not isinstance(poll_ms, int) or poll_ms < 1:
+            raise ValueError(f"poll_ms must be an integer >= 1, got {poll_ms!r}")
+        if queues is not None and (isinstance(queues, str) or not isinstance(queues, Sequence)):
+            raise ValueError("queues must be a list of queue names or None")
+        wanted = None if queues is None else frozenset(queues)
+
+        def deliver(sig: WatchSignal) -> None:
+            with contextlib.suppress(Exception):
+                on_signal(sig)
+
+        def forward(sig: WatchSignal) -> None:
+            if sig.reason == "queued" and wanted is not None and sig.queue not in wanted:
+                return
+            # Signals may come from another thread (a worker on its own loop).
+            try:
+                on_loop = asyncio.get_running_loop() is loop
+            except RuntimeError:
+                on_loop = False
+            if on_loop:
+                deliver(sig)
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(deliver, sig)
+
+        async def tick() -> None:
+            while True:
+                await asyncio.sleep(poll_ms / 1000)
+                deliver(WatchSignal("poll"))
+
+        loop = asyncio.get_running_loop()
+        unsubscribe_store = self._store.watch(forward)
+        ticker = loop.create_task(tick())
+
+        def unsubscribe() -> None:
+            unsubscribe_store()
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(ticker.cancel)
+
+        return unsubscribe

@@ -1,0 +1,168 @@
+"""Retention (PROTOCOL.md §6.4): delete old terminal tasks on a schedule.
+
+Rules are tiered: one cutoff for every terminal row, a cutoff per status, or a
+list of ``RetentionRule`` filtering on anything ``purge`` can. The sweeper sleeps
+one interval before its first sweep, so opening a client never deletes anything
+straight away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from engine._models import TERMINAL_STATUSES
+
+if TYPE_CHECKING:
+    from engine.store._base import TaskStore
+
+OnRetentionError = Callable[[BaseException], Any]
+
+
+def _check_int(value: object, what: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{what} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _check_filter(value: object, what: str) -> None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ValueError(f"{what} must be a non-empty string or None, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionRule:
+    """Delete terminal tasks matching the filters once older than ``older_than_ms``.
+
+    Raises:
+        ValueError: a negative age, a non-terminal status, or an empty filter.
+    """
+
+    older_than_ms: int
+    queue: str | None = None
+    status: str | None = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_int(self.older_than_ms, "older_than_ms", 0)
+        _check_filter(self.queue, "queue")
+        _check_filter(self.name, "name")
+        if self.status is not None and self.status not in TERMINAL_STATUSES:
+            raise ValueError(
+                f"retention status must be one of {sorted(TERMINAL_STATUSES)}, got {self.status!r}"
+            )
+
+
+class Retention:
+    """A retention policy: which terminal tasks to delete, and how often to look.
+
+    Args:
+        older_than_ms: an int (one rule over every terminal row), a
+            ``{status: ms}`` mapping (one rule per listed status; other statuses
+            are never swept) or a sequence of ``RetentionRule``.
+        interval_ms: time between sweeps, and before the first one.
+        limit: rows per ``purge`` batch.
+        on_error: called with each exception a sweep raises; the schedule goes on.
+
+    Raises:
+        ValueError: no rules, ``interval_ms < 1``, ``limit < 1``, or a rule purge
+            would reject.
+    """
+
+    def __init__(
+        self,
+        older_than_ms: int | Mapping[str, int] | Sequence[RetentionRule],
+        interval_ms: int = 3_600_000,
+        limit: int = 1_000,
+        on_error: OnRetentionError | None = None,
+    ) -> None:
+        self.rules: tuple[RetentionRule, ...] = _rules_of(older_than_ms)
+        if not self.rules:
+            raise ValueError("retention needs at least one rule")
+        self.interval_ms = _check_int(interval_ms, "interval_ms", 1)
+        self.limit = _check_int(limit, "limit", 1)
+        self.on_error = on_error
+
+    def __repr__(self) -> str:
+        return f"Retention(rules={list(self.rules)!r}, interval_ms={self.interval_ms})"
+
+
+def _rules_of(spec: object) -> tuple[RetentionRule, ...]:
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        return (RetentionRule(spec),)
+    if isinstance(spec, Mapping):
+        return tuple(RetentionRule(ms, status=status) for status, ms in spec.items())
+    if isinstance(spec, Sequence) and not isinstance(spec, str):
+        for rule in spec:
+            if not isinstance(rule, RetentionRule):
+                raise ValueError(f"retention rules must be RetentionRule, got {rule!r}")
+        return tuple(spec)
+    raise ValueError(
+        f"older_than_ms must be an int, a {{status: ms}} mapping or a list of "
+        f"RetentionRule, got {spec!r}"
+    )
+
+
+class RetentionSweeper:
+    """Runs a ``Retention`` against one store until stopped."""
+
+    def __init__(self, store: TaskStore, retention: Retention) -> None:
+        self._store = store
+        self._retention = retention
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        """Schedule the sweeps on the running loop (idempotent)."""
+        if self._task is None:
+            self._stopping = asyncio.Event()
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        """Stop the schedule, waiting for a sweep in progress to reach a batch boundary."""
+        if self._task is None:
+            return
+        self._stopping.set()
+        task, self._task = self._task, None
+        await task
+
+    async def sweep(self) -> int:
+        """Run every rule once, batch by batch; the number of rows deleted."""
+        deleted = 0
+        limit = self._retention.limit
+        for rule in self._retention.rules:
+            while not self._stopping.is_set():
+                ids = await self._store.purge(
+                    older_than_ms=rule.older_than_ms,
+                    queue=rule.queue,
+                    status=rule.status,
+                    name=rule.name,
+                    limit=limit,
+                )
+                deleted += len(ids)
+                if len(ids) < limit:
+                    break
+                await asyncio.sleep(0)  # let other work run between big batches
+        return deleted
+
+    async def _run(self) -> None:
+        interval_s = self._retention.interval_ms / 1000
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), interval_s)
+            if self._stopping.is_set():
+                return
+            try:
+                await self.sweep()
+            except Exception as exc:
+                hook = self._retention.on_error
+                if hook is not None:
+                    with contextlib.suppress(Exception):
+                        hook(exc)
