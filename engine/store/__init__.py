@@ -2,5 +2,7 @@
 
 from engine.store._base import Draw, NewTask, Plan, TaskStore
 from engine.store._signals import Signals, WatchSignal
+from engine.store.postgres import PostgresStore
+from engine.store.sqlite import SQLiteStore
 
-__all__ = ["Draw", "NewTask", "Plan", "Signals", "TaskStore", "WatchSignal"]
+__all__ = ["Draw", "NewTask", "Plan", "PostgresStore", "SQLiteStore", "Signals", "TaskStore", "WatchSignal"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from engine import _json
-from engine._errors import SerializationError
+from engine._errors import SerializationError, UnsupportedBackend
 from engine._ids import new_task_id
 from engine._models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task, TaskRef
 from engine._sql import Dialect
@@ -514,6 +514,37 @@ class TaskStore(abc.ABC):
     async def _fail(
         self, task_id: str, worker_id: str, error_json: str, retryable: bool, delay_ms: int
     ) -> Task: ...
+
+    async def complete_in(
+        self,
+        *,
+        task_id: str,
+        worker_id: str,
+        result: Any = None,
+        write: Callable[[Any], Awaitable[Any]],
+    ) -> Task:
+        """``complete`` committed in one transaction with ``await write(session)``.
+
+        Raises:
+            UnsupportedBackend: this dialect has no caller-visible transaction
+                (only Postgres offers it).
+        """
+        raise UnsupportedBackend(f"complete_in needs Postgres; this store is {self.dialect}")
+
+    async def succeed_in(
+        self,
+        *,
+        task_id: str,
+        worker_id: str,
+        result: Any = None,
+        write: Callable[[Any], Awaitable[Any]],
+    ) -> Task:
+        """Raw ``succeed`` committed in one transaction with ``await write(session)``.
+
+        Raises:
+            UnsupportedBackend: as for ``complete_in``.
+        """
+        raise UnsupportedBackend(f"succeed_in needs Postgres; this store is {self.dialect}")
 
     @abc.abstractmethod
     async def protocol_version(self) -> int:

@@ -1,0 +1,104 @@
+"""LISTEN on ``cairnq_queued`` / ``cairnq_done`` and feed the notifications into ``Signals``.
+
+One dedicated connection outside the pool (a pooled connection would be handed
+to other operations between notifications). Notifications only shorten sleeps,
+so the listener never blocks anything: when its connection drops it releases
+every waiter (they fall back to polling) and reconnects with backoff; when the
+server refuses LISTEN (a transaction-mode pooler, say) it stops for good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import psycopg
+
+from engine.store._signals import Signals
+
+QUEUED_CHANNEL = "cairnq_queued"
+DONE_CHANNEL = "cairnq_done"
+_FIRST_BACKOFF_S = 1.0
+_MAX_BACKOFF_S = 30.0
+
+log = logging.getLogger(__name__)
+
+
+class Listener:
+    """A background task holding one LISTEN connection for a store."""
+
+    def __init__(self, conninfo: str, kwargs: Mapping[str, Any], signals: Signals) -> None:
+        self._conninfo = conninfo
+        self._kwargs = dict(kwargs)
+        self._signals = signals
+        self._task: asyncio.Task[None] | None = None
+        #: Backend pid of the live LISTEN connection (None while reconnecting);
+        #: tests use it to kill exactly this connection.
+        self.backend_pid: int | None = None
+        #: True once the server refused LISTEN: polling only from then on.
+        self.refused = False
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="cairnq-pg-listener")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self.backend_pid = None
+
+    async def _run(self) -> None:
+        backoff = _FIRST_BACKOFF_S
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    self._conninfo, autocommit=True, **self._kwargs
+                )
+            except psycopg.OperationalError as exc:
+                log.debug("listener connect failed: %s", exc)
+            else:
+                try:
+                    if not await self._listen(conn):
+                        return
+                    backoff = _FIRST_BACKOFF_S
+                    await self._pump(conn)
+                except psycopg.OperationalError as exc:
+                    log.debug("listener connection lost: %s", exc)
+                finally:
+                    self.backend_pid = None
+                    with contextlib.suppress(Exception):
+                        await conn.close()
+            # Whatever a waiter was waiting for may have been announced while we
+            # were deaf: wake everyone so they poll now instead of at timeout.
+            self._signals.release_all()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, _MAX_BACKOFF_S)
+
+    async def _listen(self, conn: psycopg.AsyncConnection[Any]) -> bool:
+        """Subscribe both channels; False if the server refuses LISTEN itself."""
+        try:
+            await conn.execute(f"listen {QUEUED_CHANNEL}")
+            await conn.execute(f"listen {DONE_CHANNEL}")
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error as exc:
+            log.warning("LISTEN refused (%s); wakeups fall back to polling", exc)
+            self.refused = True
+            return False
+        self.backend_pid = conn.info.backend_pid
+        return True
+
+    async def _pump(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        async for note in conn.notifies():
+            if note.channel == QUEUED_CHANNEL:
+                self._signals.queued(note.payload)
+            elif note.channel == DONE_CHANNEL:
+                self._signals.done(note.payload)
+        # notifies() ends only when the connection closes.
+        raise psycopg.OperationalError("listener connection closed")

@@ -1,0 +1,825 @@
+"""The Postgres store: psycopg 3 (async) with psycopg-pool, database clock, jsonb.
+
+Every operation is one named statement from ``sql/postgres`` on a pooled
+autocommit connection, or one explicit transaction (keyed submits, ``*_by_key``,
+claim sessions, transactional completion). Statements are prepared server-side
+on first use (``prepare_threshold=0``): the set of texts is small and fixed.
+
+Connecting follows PROTOCOL.md §7: schema guard, migrations, protocol version,
+JSON wire form, then the LISTEN connection in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import math
+import re
+import select
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import orjson
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import dict_row
+from psycopg.types.json import set_json_loads
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from engine._errors import (
+    AlreadyExists,
+    LostLease,
+    ProtocolVersionMismatch,
+    SchemaMismatch,
+    SerializationError,
+    StoreClosed,
+    StoreUnavailable,
+)
+from engine._models import LIVE_STATUSES, Task, TaskRef
+from engine._sql import migrations, specialise, statement, to_pyformat
+from engine.store._base import (
+    LEASE_EXPIRED_JSON,
+    NewTask,
+    Plan,
+    TaskStore,
+    _require_int,
+    _require_text,
+    check_names,
+)
+from engine.store._pg_listener import Listener
+
+T = TypeVar("T")
+Conn = psycopg.AsyncConnection[dict[str, Any]]
+
+SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
+_PROTOCOL_VERSION = 1
+# A JSON "\u0000" escape not itself escaped (an even run of backslashes before it).
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+# The ledger is created by the SDK, not by a migration (§1.2); these three texts
+# are the migration runner's own, not protocol statements.
+_CREATE_LEDGER = (
+    "create table if not exists cairnq_migrations ("
+    "name text primary key, applied_at_ms bigint not null)"
+)
+_LOCK_LEDGER = "lock table cairnq_migrations in exclusive mode"
+_LEDGER_HAS = "select 1 from cairnq_migrations where name = %(name)s"
+_LEDGER_ADD = (
+    "insert into cairnq_migrations (name, applied_at_ms) "
+    "values (%(name)s, (extract(epoch from now()) * 1000)::bigint)"
+)
+# Wire-form detection (§2.2): do jsonb values arrive decoded or as JSON text?
+_JSON_PROBE = "select '\"cairnq\"'::jsonb as probe"
+
+_READ_STATEMENTS = frozenset(
+    {
+        "get",
+        "get_by_key",
+        "get_key",
+        "get_status",
+        "get_status_by_key",
+        "list",
+        "stats",
+        "queue_depth",
+        "claimable_probe",
+        "protocol_version",
+        "installations",
+    }
+)
+
+
+def _sql(name: str, active: frozenset[str] | None = None) -> str:
+    text = statement("postgres", name)
+    if active is not None:
+        text = specialise(text, active)
+    return to_pyformat(text)
+
+
+def redact_dsn(dsn: str) -> str:
+    """The DSN with any password replaced by ``***`` (URL or key=value form)."""
+    if "://" in dsn:
+        parts = urlsplit(dsn)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, host = netloc.rsplit("@", 1)
+            if ":" in userinfo:
+                userinfo = userinfo.split(":", 1)[0] + ":***"
+            netloc = f"{userinfo}@{host}"
+        query = re.sub(r"(?i)(^|&)password=[^&]*", r"\1password=***", parts.query)
+        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    return re.sub(r"(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn)
+
+
+def _jsonb_text(text: str, what: str) -> str:
+    """Refuse what jsonb refuses, before anything is written (§2.2)."""
+    if _NUL_ESCAPE.search(text):
+        raise SerializationError(f"{what} contains a NUL character (\\u0000); jsonb refuses it")
+    return text
+
+
+class PostgresStore(TaskStore):
+    """A cairnq database in one Postgres schema.
+
+    Args:
+        dsn: a libpq connection string or URL.
+        min_size: connections the pool keeps open.
+        max_size: connections the pool may open.
+        schema: the schema holding the tables (created if missing, set as the
+            ``search_path`` of every pooled connection); None = the server's
+            default search path.
+        read_only: open sessions with ``default_transaction_read_only=on``, apply
+            no migrations, and refuse writes locally.
+        migrate: apply missing migrations on connect.
+        connect_timeout_s: bound on opening a connection, and on waiting for a
+            pooled one, so an unreachable server fails instead of hanging.
+
+    Raises:
+        ValueError: malformed DSN, bad schema name or pool sizes.
+    """
+
+    dialect = "postgres"
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        schema: str | None = None,
+        read_only: bool = False,
+        migrate: bool = True,
+        connect_timeout_s: float = 5.0,
+    ) -> None:
+        _require_text(dsn, "dsn")
+        _require_int(min_size, "min_size", minimum=0)
+        _require_int(max_size, "max_size", minimum=max(1, min_size))
+        if schema is not None and (not isinstance(schema, str) or not SCHEMA_NAME.match(schema)):
+            raise ValueError(f"schema must match {SCHEMA_NAME.pattern}, got {schema!r}")
+        if not connect_timeout_s > 0:
+            raise ValueError("connect_timeout_s must be > 0")
+        try:
+            params = conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError as exc:
+            raise ValueError(f"malformed Postgres DSN {redact_dsn(dsn)!r}: {exc}") from exc
+        self._dsn = dsn
+        self._schema = schema
+        self._read_only = read_only
+        self._migrate = migrate and not read_only
+        self._min_size = min_size
+        self._max_size = max_size
+        self._timeout_s = connect_timeout_s
+        host = params.get("host") or params.get("hostaddr") or "localhost"
+        identity = f"postgres://{host}:{params.get('port') or 5432}/{params.get('dbname') or ''}"
+        super().__init__(f"{identity}#{schema or ''}")
+
+        options = [str(params["options"])] if params.get("options") else []
+        if schema is not None:
+            options.append(f'-c search_path="{schema}"')
+        if read_only:
+            options.append("-c default_transaction_read_only=on")
+        self._session_kwargs: dict[str, Any] = {
+            "connect_timeout": max(1, math.ceil(connect_timeout_s)),
+        }
+        if options:
+            self._session_kwargs["options"] = " ".join(options)
+        if not params.get("application_name"):
+            self._session_kwargs["application_name"] = "cairnq-engine"
+
+        self._pool: AsyncConnectionPool[Conn] | None = None
+        self._listener: Listener | None = None
+        self._json_decoded = True
+        self._closed = False
+        self._connect_lock = asyncio.Lock()
+        self._inflight = 0
+        self._drained: asyncio.Event | None = None
+
+    # -- lifecycle -------------------------------------------------------------
+
+    @property
+    def target(self) -> str:
+        """The DSN with its password redacted, plus the schema if one is set."""
+        shown = redact_dsn(self._dsn)
+        return f"{shown} (schema {self._schema})" if self._schema else shown
+
+    @property
+    def schema(self) -> str | None:
+        """The schema option (None = the server's default search path)."""
+        return self._schema
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
+    async def connect(self) -> None:
+        """Guard the schema, migrate, check the protocol, open the pool and listener.
+
+        Idempotent.
+
+        Raises:
+            StoreUnavailable: the server cannot be reached within the timeout.
+            SchemaMismatch: the schema in use is not the one holding the tables.
+            ProtocolVersionMismatch: the database speaks another protocol version.
+            StoreClosed: the store was closed.
+        """
+        async with self._connect_lock:
+            if self._closed:
+                raise StoreClosed(f"store {self.target} is closed")
+            if self._pool is not None:
+                return
+            conn = await self._open_session()
+            try:
+                if self._schema is not None and not self._read_only:
+                    await self._create_schema(conn)
+                await self._guard_schema(conn)
+                if self._migrate:
+                    await self._apply_migrations(conn)
+                version = await self._read_protocol_version(conn)
+                if version != _PROTOCOL_VERSION:
+                    raise ProtocolVersionMismatch(
+                        f"{self.target} speaks cairnq protocol {version}, "
+                        f"this engine speaks {_PROTOCOL_VERSION}"
+                    )
+                probe = await (await conn.execute(_JSON_PROBE)).fetchone()
+                self._json_decoded = probe is not None and probe["probe"] == "cairnq"
+            except psycopg.OperationalError as exc:
+                raise self._unavailable(exc) from exc
+            finally:
+                await conn.close()
+            pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+                self._dsn,
+                min_size=self._min_size,
+                max_size=self._max_size,
+                kwargs=self._connection_kwargs(),
+                configure=self._configure,
+                check=_check_idle,
+                open=False,
+                timeout=self._timeout_s * 2,
+                name=f"cairnq:{self.target}",
+            )
+            try:
+                await pool.open(wait=self._min_size > 0, timeout=self._timeout_s * 2)
+            except PoolTimeout as exc:
+                await pool.close()
+                raise self._unavailable(exc) from exc
+            self._pool = pool
+            listener_kwargs = dict(self._session_kwargs)
+            listener_kwargs["application_name"] = "cairnq-engine-listener"
+            self._listener = Listener(self._dsn, listener_kwargs, self.signals)
+            self._listener.start()
+
+    async def close(self) -> None:
+        """Let accepted operations finish, then close the listener and the pool."""
+        if self._closed:
+            return
+        self._closed = True
+        async with self._connect_lock:
+            if self._inflight:
+                self._drained = asyncio.Event()
+                await self._drained.wait()
+            if self._listener is not None:
+                await self._listener.stop()
+                self._listener = None
+            if self._pool is not None:
+                await self._pool.close()
+                self._pool = None
+        self.signals.release_all()
+
+    def _connection_kwargs(self) -> dict[str, Any]:
+        return {
+            **self._session_kwargs,
+            "autocommit": True,
+            "prepare_threshold": 0,
+            "row_factory": dict_row,
+        }
+
+    @staticmethod
+    async def _configure(conn: Conn) -> None:
+        # orjson for jsonb values: same parser as every other JSON read here.
+        set_json_loads(orjson.loads, conn)
+
+    async def _open_session(self) -> Conn:
+        try:
+            conn = await psycopg.AsyncConnection.connect(self._dsn, **self._connection_kwargs())
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from exc
+        await self._configure(conn)
+        return conn
+
+    def _unavailable(self, exc: BaseException) -> StoreUnavailable:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return StoreUnavailable(f"Postgres at {self.target} is unavailable: {detail}")
+
+    async def _create_schema(self, conn: Conn) -> None:
+        exists = await conn.execute(
+            "select 1 from pg_catalog.pg_namespace where nspname = %(schema)s",
+            {"schema": self._schema},
+        )
+        if await exists.fetchone() is None:
+            # A concurrent cold start may create it between our check and ours.
+            with contextlib.suppress(psycopg.errors.UniqueViolation):
+                await conn.execute(f'create schema if not exists "{self._schema}"')
+
+    async def _guard_schema(self, conn: Conn) -> None:
+        """The decision table of PROTOCOL.md §4.20."""
+        rows = await (await conn.execute(_sql("installations"))).fetchall()
+        current = rows[0]["current_schema"] if rows else None
+        found = [r["schema"] for r in rows if r["schema"] is not None]
+        if self._schema is not None:
+            if current != self._schema:
+                raise SchemaMismatch(
+                    f"schema {self._schema!r} is not the current schema of {self.target} "
+                    f"(current_schema() = {current!r}); does it exist and is it on the "
+                    "search path?"
+                )
+            return
+        if current is None or not found or current in found:
+            return
+        raise SchemaMismatch(
+            f"{self.target} has cairnq tables in schema(s) {', '.join(found)} but the "
+            f"session's current schema is {current!r}; pass schema= to pick one"
+        )
+
+    async def _apply_migrations(self, conn: Conn) -> None:
+        """§1.4: one transaction per migration under an exclusive ledger lock."""
+        # Two cold starts may race on the catalog; the loser finds it created.
+        with contextlib.suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
+            await conn.execute(_CREATE_LEDGER)
+        for name, script in migrations("postgres"):
+            async with conn.transaction():
+                await conn.execute(_LOCK_LEDGER)
+                seen = await (await conn.execute(_LEDGER_HAS, {"name": name})).fetchone()
+                if seen is not None:
+                    continue
+                # Multi-statement DDL needs the simple query protocol, which the
+                # client-side-binding cursor uses.
+                async with psycopg.AsyncClientCursor(conn) as cur:
+                    await cur.execute(script)
+                await conn.execute(_LEDGER_ADD, {"name": name})
+
+    @staticmethod
+    async def _read_protocol_version(conn: Conn) -> int:
+        try:
+            row = await (await conn.execute(_sql("protocol_version"))).fetchone()
+        except psycopg.errors.UndefinedTable:
+            return 0  # an unmigrated database
+        if row is None:
+            return 0
+        try:
+            return int(row["value"])
+        except (TypeError, ValueError):
+            return 0
+
+    # -- running operations ----------------------------------------------------------
+
+    async def _run(
+        self, work: Callable[[Conn], Awaitable[T]], *, write: bool, retry: bool = False
+    ) -> T:
+        """Run ``work`` on a pooled connection; connection loss -> StoreUnavailable.
+
+        ``retry`` (reads only): one more try on a fresh connection when the first
+        one turns out dead, as after a server restart or a terminated backend.
+        """
+        if write and self._read_only:
+            raise StoreUnavailable(f"store {self.target} was opened read_only=True; writes refused")
+        if self._pool is None:
+            await self.connect()
+        pool = self._pool
+        if self._closed or pool is None:
+            raise StoreClosed(f"store {self.target} is closed")
+        self._inflight += 1
+        try:
+            for attempt in (1, 2):
+                try:
+                    async with pool.connection() as conn:
+                        try:
+                            return await work(conn)
+                        except psycopg.OperationalError as exc:
+                            if not (conn.broken or conn.closed):
+                                raise
+                            lost: BaseException = exc
+                except PoolTimeout as exc:
+                    raise self._unavailable(exc) from exc
+                if not retry or attempt == 2:
+                    raise self._unavailable(lost) from lost
+            raise AssertionError("unreachable")
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0 and self._drained is not None:
+                self._drained.set()
+
+    def _task(self, row: Mapping[str, Any]) -> Task:
+        return self.task_from_row(row, decoded_json=self._json_decoded)
+
+    async def _one(
+        self, name: str, params: Mapping[str, Any], *, write: bool, retry: bool = False
+    ) -> Task | None:
+        """One statement returning at most one task row."""
+
+        async def work(conn: Conn) -> dict[str, Any] | None:
+            return await (await conn.execute(_sql(name), params)).fetchone()
+
+        row = await self._run(work, write=write, retry=retry)
+        return None if row is None else self._task(row)
+
+    async def _owned(self, name: str, task_id: str, params: Mapping[str, Any]) -> Task:
+        """An ownership-checked write: the row, or LostLease."""
+        task = await self._one(name, {"id": task_id, **params}, write=True)
+        if task is None:
+            raise LostLease(task_id)
+        return task
+
+    # -- submit --------------------------------------------------------------------
+
+    def _insert_params(self, new: NewTask) -> dict[str, Any]:
+        return {
+            "id": new.id,
+            "name": new.name,
+            "queue": new.queue,
+            "payload": _jsonb_text(new.payload_json, "payload"),
+            "metadata": _jsonb_text(new.metadata_json, "metadata"),
+            "max_attempts": new.max_attempts,
+            "priority": new.priority,
+            "parent_id": new.parent_id,
+            "root_id": new.root_id,
+            "correlation_id": new.correlation_id,
+            "delay_ms": new.delay_ms,
+        }
+
+    async def _submit(self, new: NewTask) -> Task:
+        params = self._insert_params(new)
+        if new.key is None:
+            task = await self._one("insert_task", params, write=True)
+            assert task is not None  # insert ... returning always yields the row
+            return task
+        key = new.key
+
+        async def keyed(conn: Conn) -> tuple[Task, Task | None]:
+            async with conn.transaction():
+                await conn.execute(_sql("lock_key"), {"key": key})
+                # get_key + get in one statement: a pointer to a purged task
+                # reads as no row, i.e. a free key (§4.3 step 5).
+                row = await (await conn.execute(_sql("get_by_key"), {"key": key})).fetchone()
+                replaced: Task | None = None
+                if row is not None:
+                    existing = self._task(row)
+                    if new.conflict == "reject":
+                        raise AlreadyExists(key)
+                    live = existing.status in LIVE_STATUSES
+                    if live and new.conflict in ("reuse", "reuse-succeeded"):
+                        return existing, None
+                    if existing.status == "succeeded" and new.conflict == "reuse-succeeded":
+                        return existing, None
+                    if live:
+                        cur = await conn.execute(_sql("cancel"), {"id": existing.id})
+                        canceled = await cur.fetchone()
+                        replaced = None if canceled is None else self._task(canceled)
+                cur = await conn.execute(_sql("insert_task"), params)
+                inserted = await cur.fetchone()
+                assert inserted is not None
+                await conn.execute(_sql("upsert_key"), {"key": key, "task_id": new.id})
+            return self._task(inserted), replaced
+
+        submitted, replaced = await self._run(keyed, write=True)
+        self._after_write(replaced)
+        return submitted
+
+    # -- reads ---------------------------------------------------------------------
+
+    async def get(self, task_id: str) -> Task | None:
+        """The task, or None."""
+        return await self._one(
+            "get", {"id": _require_text(task_id, "task_id")}, write=False, retry=True
+        )
+
+    async def get_by_key(self, key: str) -> Task | None:
+        """The task the key points at, or None."""
+        return await self._one(
+            "get_by_key", {"key": _require_text(key, "key")}, write=False, retry=True
+        )
+
+    async def _ref(self, name: str, params: Mapping[str, Any]) -> TaskRef | None:
+        async def work(conn: Conn) -> dict[str, Any] | None:
+            return await (await conn.execute(_sql(name), params)).fetchone()
+
+        row = await self._run(work, write=False, retry=True)
+        return None if row is None else TaskRef(row["id"], row["status"])
+
+    async def get_status(self, task_id: str) -> TaskRef | None:
+        """Just ``(id, status)``, or None."""
+        return await self._ref("get_status", {"id": _require_text(task_id, "task_id")})
+
+    async def get_status_by_key(self, key: str) -> TaskRef | None:
+        """``(id, status)`` of the task the key points at now, or None."""
+        return await self._ref("get_status_by_key", {"key": _require_text(key, "key")})
+
+    async def _fetch_all(
+        self, name: str, params: Mapping[str, Any], *, active: frozenset[str] | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        async def work(conn: Conn) -> builtins.list[dict[str, Any]]:
+            return await (await conn.execute(_sql(name, active), params)).fetchall()
+
+        return await self._run(work, write=False, retry=True)
+
+    async def _list(
+        self, filters: dict[str, str | None], limit: int, offset: int
+    ) -> builtins.list[Task]:
+        active = frozenset(k for k, v in filters.items() if v is not None)
+        rows = await self._fetch_all(
+            "list", {**filters, "limit": limit, "offset": offset}, active=active
+        )
+        return [self._task(r) for r in rows]
+
+    async def _stats(self, queue: str | None) -> builtins.list[tuple[str, str, int]]:
+        active = frozenset({"queue"}) if queue is not None else frozenset()
+        rows = await self._fetch_all("stats", {"queue": queue}, active=active)
+        return [(r["queue"], r["status"], int(r["count"])) for r in rows]
+
+    async def _queue_depth(self, queue: str, max_depth: int) -> int:
+        rows = await self._fetch_all("queue_depth", {"queue": queue, "max_depth": max_depth})
+        return int(rows[0]["headroom"])
+
+    async def protocol_version(self) -> int:
+        """The database's ``protocol_version`` (0 when missing)."""
+        if self._pool is None:
+            await self.connect()
+        return await self._run(self._read_protocol_version, write=False, retry=True)
+
+    async def read_statement(
+        self, name: str, params: Mapping[str, Any]
+    ) -> builtins.list[dict[str, Any]]:
+        """Run a read-only statement by name; rows as dicts (JSON decoded).
+
+        Raises:
+            ValueError: ``name`` is not a read-only statement of this dialect.
+        """
+        if name not in _READ_STATEMENTS and not name.startswith("inspect_"):
+            raise ValueError(f"{name!r} is not a read-only Postgres statement")
+        active = frozenset(k for k, v in params.items() if v is not None)
+        return await self._fetch_all(name, params, active=active)
+
+    # -- cancel / retry / purge ---------------------------------------------------------
+
+    async def _cancel(self, task_id: str) -> Task | None:
+        return await self._one("cancel", {"id": task_id}, write=True)
+
+    async def _retry(self, task_id: str, reset_attempt: bool) -> Task | None:
+        return await self._one("retry", {"id": task_id, "reset_attempt": reset_attempt}, write=True)
+
+    async def _by_key(self, key: str, name: str, params: Mapping[str, Any]) -> Task | None:
+        """lock_key, get_key, then ``name`` on the task the key points at."""
+
+        async def work(conn: Conn) -> Task | None:
+            async with conn.transaction():
+                await conn.execute(_sql("lock_key"), {"key": key})
+                pointer = await (await conn.execute(_sql("get_key"), {"key": key})).fetchone()
+                if pointer is None:
+                    return None
+                cur = await conn.execute(_sql(name), {"id": pointer["task_id"], **params})
+                row = await cur.fetchone()
+            return None if row is None else self._task(row)
+
+        return await self._run(work, write=True)
+
+    async def _cancel_by_key(self, key: str) -> Task | None:
+        return await self._by_key(key, "cancel", {})
+
+    async def _retry_by_key(self, key: str, reset_attempt: bool) -> Task | None:
+        return await self._by_key(key, "retry", {"reset_attempt": reset_attempt})
+
+    async def _purge(
+        self, older_than_ms: int, filters: dict[str, str | None], limit: int
+    ) -> builtins.list[str]:
+        active = frozenset(k for k, v in filters.items() if v is not None)
+        params = {**filters, "older_than_ms": older_than_ms, "limit": limit}
+
+        async def work(conn: Conn) -> builtins.list[dict[str, Any]]:
+            return await (await conn.execute(_sql("purge", active), params)).fetchall()
+
+        rows = await self._run(work, write=True)
+        return [r["id"] for r in rows]
+
+    # -- claims ----------------------------------------------------------------------
+
+    async def _claim_session(
+        self,
+        queues: builtins.list[str],
+        worker_id: str,
+        lease_ms: int,
+        names: builtins.list[str] | None,
+        plan: Plan[T],
+    ) -> T | None:
+        async def draw(conn: Conn, draw_names: Any, limit: int) -> builtins.list[Task]:
+            wanted = check_names(draw_names)
+            _require_int(limit, "limit")
+            if limit <= 0 or wanted == []:
+                return []
+            params: dict[str, Any] = {"worker_id": worker_id, "limit": limit, "lease_ms": lease_ms}
+            one_queue = len(queues) == 1
+            one_name = wanted is not None and len(wanted) == 1
+            if one_queue:
+                params["queue"] = queues[0]
+            else:
+                params["queues"] = queues
+            if one_name:
+                assert wanted is not None
+                params["name"] = wanted[0]
+            else:
+                params["names"] = wanted
+            variant = (
+                "claim" + ("_one_queue" if one_queue else "") + ("_one_name" if one_name else "")
+            )
+            rows = await (await conn.execute(_sql(variant), params)).fetchall()
+            return [self._task(r) for r in rows]
+
+        async def session(conn: Conn) -> tuple[bool, T | None, builtins.list[Task]]:
+            cur = await conn.execute(_sql("claimable_probe"), {"queues": queues, "names": names})
+            probe = await cur.fetchone()
+            if probe is None or not probe["has_work"]:
+                return False, None, []
+            async with conn.transaction():
+                cur = await conn.execute(
+                    _sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON}
+                )
+                recovered = [self._task(r) for r in await cur.fetchall()]
+                value = await plan(lambda n, limit: draw(conn, n, limit))
+            return True, value, recovered
+
+        ran, value, recovered = await self._run(session, write=True)
+        for task in recovered:
+            self._after_write(task)
+        return value if ran else None
+
+    # -- owned writes ------------------------------------------------------------------
+
+    async def heartbeat(self, *, task_id: str, worker_id: str, lease_ms: int = 30_000) -> Task:
+        """Renew one lease to now + ``lease_ms``.
+
+        Raises:
+            LostLease: the task is not running under this worker with a live lease.
+        """
+        _require_text(task_id, "task_id")
+        _require_text(worker_id, "worker_id")
+        _require_int(lease_ms, "lease_ms", minimum=1)
+        return await self._owned(
+            "heartbeat", task_id, {"worker_id": worker_id, "lease_ms": lease_ms}
+        )
+
+    async def _heartbeat_batch(
+        self, task_ids: builtins.list[str], worker_id: str, lease_ms: int
+    ) -> dict[str, bool]:
+        for task_id in task_ids:
+            _require_text(task_id, "task_id")
+        _require_text(worker_id, "worker_id")
+        _require_int(lease_ms, "lease_ms", minimum=1)
+        params = {"ids": task_ids, "worker_id": worker_id, "lease_ms": lease_ms}
+
+        async def work(conn: Conn) -> builtins.list[dict[str, Any]]:
+            return await (await conn.execute(_sql("heartbeat_batch"), params)).fetchall()
+
+        rows = await self._run(work, write=True)
+        return {r["id"]: r["cancel_requested_at_ms"] is not None for r in rows}
+
+    async def progress(
+        self,
+        *,
+        task_id: str,
+        worker_id: str,
+        progress: float | None = None,
+        message: str | None = None,
+    ) -> Task:
+        """Set progress and/or message (None keeps each).
+
+        Raises:
+            ValueError: progress is not a finite number, message not a string.
+            LostLease: the task is not owned.
+        """
+        _require_text(task_id, "task_id")
+        _require_text(worker_id, "worker_id")
+        if progress is not None and (
+            isinstance(progress, bool)
+            or not isinstance(progress, (int, float))
+            or not math.isfinite(progress)
+        ):
+            raise ValueError(f"progress must be a finite number or None, got {progress!r}")
+        if message is not None and not isinstance(message, str):
+            raise ValueError(f"message must be a string or None, got {type(message).__name__}")
+        return await self._owned(
+            "progress",
+            task_id,
+            {
+                "worker_id": worker_id,
+                "progress": None if progress is None else float(progress),
+                "message": message,
+            },
+        )
+
+    async def _succeed(self, task_id: str, worker_id: str, result_json: str | None) -> Task:
+        return await self._owned("succeed", task_id, self._result_params(worker_id, result_json))
+
+    async def _complete(self, task_id: str, worker_id: str, result_json: str | None) -> Task:
+        return await self._owned("complete", task_id, self._result_params(worker_id, result_json))
+
+    @staticmethod
+    def _result_params(worker_id: str, result_json: str | None) -> dict[str, Any]:
+        return {
+            "worker_id": worker_id,
+            "result": None if result_json is None else _jsonb_text(result_json, "result"),
+            "message": None,
+        }
+
+    async def _fail(
+        self, task_id: str, worker_id: str, error_json: str, retryable: bool, delay_ms: int
+    ) -> Task:
+        # Recording a failure must not itself fail (§2.6): a NUL jsonb would
+        # refuse is replaced rather than rejected.
+        safe_error = _NUL_ESCAPE.sub(lambda m: m.group(0)[:-6] + "\\ufffd", error_json)
+        return await self._owned(
+            "fail",
+            task_id,
+            {
+                "worker_id": worker_id,
+                "error": safe_error,
+                "retryable": retryable,
+                "delay_ms": delay_ms,
+            },
+        )
+
+    # -- transactional completion ---------------------------------------------------------
+
+    async def _owned_in(
+        self,
+        name: str,
+        task_id: str,
+        worker_id: str,
+        result: Any,
+        write: Callable[[Any], Awaitable[Any]],
+    ) -> Task:
+        from engine import _json
+
+        _require_text(task_id, "task_id")
+        _require_text(worker_id, "worker_id")
+        params = {"id": task_id, **self._result_params(worker_id, _json.dumps_or_none(result))}
+
+        async def work(conn: Conn) -> Task:
+            async with conn.transaction():
+                # The caller's write first, then the settle: if the lease is gone
+                # the whole transaction, the caller's write included, rolls back.
+                await write(conn)
+                row = await (await conn.execute(_sql(name), params)).fetchone()
+                if row is None:
+                    raise LostLease(task_id)
+            return self._task(row)
+
+        task = await self._run(work, write=True)
+        self._after_write(task)
+        return task
+
+    async def complete_in(
+        self,
+        *,
+        task_id: str,
+        worker_id: str,
+        result: Any = None,
+        write: Callable[[Any], Awaitable[Any]],
+    ) -> Task:
+        """``complete`` committed in one transaction with ``await write(conn)``.
+
+        ``conn`` is the psycopg ``AsyncConnection`` inside the open transaction.
+
+        Raises:
+            LostLease: the task is not owned (the caller's write is rolled back).
+            SerializationError: ``result`` has no faithful JSON form.
+        """
+        return await self._owned_in("complete", task_id, worker_id, result, write)
+
+    async def succeed_in(
+        self,
+        *,
+        task_id: str,
+        worker_id: str,
+        result: Any = None,
+        write: Callable[[Any], Awaitable[Any]],
+    ) -> Task:
+        """Raw ``succeed`` committed in one transaction with ``await write(conn)``.
+
+        Raises:
+            LostLease: the task is not owned (the caller's write is rolled back).
+            SerializationError: ``result`` has no faithful JSON form.
+        """
+        return await self._owned_in("succeed", task_id, worker_id, result, write)
+
+
+async def _check_idle(conn: Conn) -> None:
+    """Pool check: an idle connection with unread input was most likely terminated.
+
+    A backend killed by a restart or ``pg_terminate_backend`` sends its FATAL
+    notice and closes the socket; a zero-timeout ``select`` sees that without a
+    round trip, so the pool discards the connection instead of handing it out.
+    """
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("connection closed")
+    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    if readable:
+        raise psycopg.OperationalError("idle connection has unread input (terminated?)")

@@ -1,0 +1,28 @@
+-- claim: claim up to :limit due queued tasks on any of :queues with any of :names (NULL = any name), in claim order
+-- (priority desc, run_at_ms, id), for :worker_id with a lease of :lease_ms.
+-- Candidates are taken FOR UPDATE SKIP LOCKED so concurrent workers neither wait
+-- on each other nor double-dispatch; the clock (clock_timestamp(): this may run
+-- after waiting on locks) is read once. Params: :queues, :names, :worker_id, :limit, :lease_ms.
+-- Returns the claimed rows in no particular order.
+with clock as (
+    select (extract(epoch from clock_timestamp()) * 1000)::bigint as now_ms
+)
+update cairnq_tasks as t
+set status = 'running',
+    worker_id = :worker_id::text,
+    lease_until_ms = clock.now_ms + :lease_ms::bigint,
+    attempt = t.attempt + 1,
+    updated_at_ms = clock.now_ms
+from clock
+where t.id in (
+    select id
+    from cairnq_tasks
+    where status = 'queued'
+        and queue = any(:queues::text[])
+        and (:names::text[] is null or name = any(:names::text[]))
+        and run_at_ms <= (select now_ms from clock)
+    order by priority desc, run_at_ms, id
+    limit :limit::bigint
+    for update skip locked
+)
+returning t.*

@@ -1,0 +1,11 @@
+-- heartbeat_batch: renew every lease in :ids that :worker_id still owns, each row
+-- checked on its own; an id missing from the result is no longer held.
+-- Params: :ids, :worker_id, :lease_ms. Returns (id, cancel_requested_at_ms).
+update cairnq_tasks
+set lease_until_ms = (extract(epoch from now()) * 1000)::bigint + :lease_ms::bigint,
+    updated_at_ms = (extract(epoch from now()) * 1000)::bigint
+where id = any(:ids::text[])
+    and status = 'running'
+    and worker_id = :worker_id::text
+    and lease_until_ms > (extract(epoch from now()) * 1000)::bigint
+returning id, cancel_requested_at_ms

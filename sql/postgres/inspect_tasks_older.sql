@@ -1,0 +1,21 @@
+-- inspect_tasks_older: a page of tasks, newest first, strictly older than a cursor,
+-- for filters that match many rows.
+-- Ids are ULIDs led by the creation millisecond, so id order is creation order and
+-- walking the primary key index costs about page / share-of-matching-rows entries
+-- (no index covers created_at_ms; the schema is the protocol's). The filters are
+-- written "(col = :p or :p is null)" so they are not specialised: the statement
+-- keeps one shape, the twin of SQLite's, where the walk is what we want.
+-- Params: :status, :queue, :name (NULL = any); :id_from, :id_to (an id-prefix
+-- range, NULL = open); :before_id (the cursor, NULL = from the newest); :limit.
+select id, name, queue, status, attempt, max_attempts, priority, worker_id, lease_until_ms,
+       run_at_ms, cancel_requested_at_ms, progress, substr(message, 1, 200) as message,
+       created_at_ms, updated_at_ms, completed_at_ms
+from cairnq_tasks
+where (status = :status::text or :status::text is null)
+  and (queue = :queue::text or :queue::text is null)
+  and (name = :name::text or :name::text is null)
+  and (:id_from::text is null or id >= :id_from::text)
+  and (:id_to::text is null or id < :id_to::text)
+  and (:before_id::text is null or id < :before_id::text)
+order by id desc
+limit :limit;

@@ -1,0 +1,24 @@
+-- purge: delete up to :limit terminal tasks completed strictly before
+-- now - :older_than_ms, oldest first; key rows go by cascade. Optional filters
+-- :queue, :status (terminal), :name (NULL = any). Candidates are taken
+-- FOR UPDATE SKIP LOCKED so a row retried meanwhile is never deleted.
+-- Returns the deleted ids, oldest first.
+with deleted as (
+    delete from cairnq_tasks
+    where id in (
+        select id
+        from cairnq_tasks
+        where status in ('succeeded', 'failed', 'canceled')
+            and (:queue::text is null or queue = :queue::text)
+            and (:status::text is null or status = :status::text)
+            and (:name::text is null or name = :name::text)
+            and completed_at_ms is not null
+            and completed_at_ms
+                < (extract(epoch from now()) * 1000)::bigint - :older_than_ms::bigint
+        order by completed_at_ms
+        limit :limit::bigint
+        for update skip locked
+    )
+    returning id, completed_at_ms
+)
+select id from deleted order by completed_at_ms, id
