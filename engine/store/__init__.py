@@ -5,4 +5,13 @@ from engine.store._signals import Signals, WatchSignal
 from engine.store.postgres import PostgresStore
 from engine.store.sqlite import SQLiteStore
 
-__all__ = ["Draw", "NewTask", "Plan", "PostgresStore", "SQLiteStore", "Signals", "TaskStore", "WatchSignal"]
+__all__ = [
+    "Draw",
+    "NewTask",
+    "Plan",
+    "PostgresStore",
+    "SQLiteStore",
+    "Signals",
+    "TaskStore",
+    "WatchSignal",
+]

@@ -1,0 +1,394 @@
+"""The SQLite store's synchronous half: whole operations run on one connection thread.
+
+Every function here takes a stdlib ``sqlite3.Connection`` (opened in autocommit
+mode) and does one complete unit of work — a statement, a group-commit batch, a
+transaction, the open sequence — so the async side pays one thread round trip
+per unit instead of one per statement (PERF-NOTES.md). Nothing here touches the
+event loop. A function either finishes with no transaction open or, for the
+multi-step claim session only, leaves exactly the one its caller will end.
+
+A function that meets SQLITE_BUSY where retrying is safe (a bare statement or a
+``BEGIN IMMEDIATE`` — never a transaction body) raises ``Busy``, so the async
+side can back off without holding the thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sqlite3
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from engine._errors import ProtocolVersionMismatch, StoreUnavailable
+
+
+class Busy(Exception):
+    """Another connection holds the lock and nothing was done: safe to retry."""
+
+
+_SQLITE_BUSY = 5
+Rows = list[tuple[Any, ...]]
+
+
+def is_busy(exc: BaseException) -> bool:
+    """SQLITE_BUSY (any extended code); SQLITE_LOCKED is a real error, not retried."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF == _SQLITE_BUSY
+    return isinstance(exc, sqlite3.OperationalError) and "database is locked" in str(exc)
+
+
+def now_ms() -> int:
+    """The application clock (§2.1), taken once per statement execution."""
+    return math.floor(time.time() * 1000)
+
+
+def stamp(params: dict[str, Any], now: int) -> None:
+    """Bind the clock: ``now_ms`` and the absolute times derived from relative inputs."""
+    params["now_ms"] = now
+    if "lease_ms" in params:
+        params["lease_until_ms"] = now + params["lease_ms"]
+    if "older_than_ms" in params:
+        params["before_ms"] = now - params["older_than_ms"]
+    if "run_at_delay_ms" in params:
+        params["run_at_ms"] = now + params["run_at_delay_ms"]
+
+
+def _rollback_quietly(conn: sqlite3.Connection) -> None:
+    # After any failure the shared connection must not stay in a transaction.
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("rollback")
+
+
+def fetch(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) -> Rows:
+    """Run one read statement; ``Busy`` if the database could not be read yet."""
+    try:
+        return conn.execute(sql, params).fetchall()
+    except sqlite3.OperationalError as exc:
+        if is_busy(exc):
+            raise Busy from exc
+        raise
+
+
+def fetch_described(
+    conn: sqlite3.Connection, sql: str, params: dict[str, Any]
+) -> tuple[list[str], Rows]:
+    """Like ``fetch`` but also returns the column names."""
+    try:
+        cursor = conn.execute(sql, params)
+        rows = cursor.fetchall()
+    except sqlite3.OperationalError as exc:
+        if is_busy(exc):
+            raise Busy from exc
+        raise
+    return [d[0] for d in cursor.description or ()], rows
+
+
+# -- group commit ------------------------------------------------------------------
+
+#: One item's outcome: ``(now_ms, rows)`` or the exception that failed it alone.
+Outcome = tuple[int, Rows] | BaseException
+
+
+def run_batch(
+    conn: sqlite3.Connection, items: Sequence[tuple[str, dict[str, Any]]]
+) -> list[Outcome]:
+    """Run single-statement writes: one bare, several in one ``BEGIN IMMEDIATE``.
+
+    The caller answers nobody before this returns, i.e. after the COMMIT. A
+    statement that fails on its own fails only its item: SQLite undoes a failed
+    statement by itself (statement journal, ABORT resolution) and keeps the
+    transaction, so no savepoint is needed; if the error tore the transaction
+    down (I/O error, disk full), every item fails with it.
+    """
+    if len(items) == 1:
+        sql, params = items[0]
+        stamp(params, now_ms())
+        try:
+            return [(params["now_ms"], conn.execute(sql, params).fetchall())]
+        except sqlite3.Error as exc:
+            _rollback_quietly(conn)
+            if is_busy(exc):
+                raise Busy from exc
+            return [exc]
+    begin(conn)
+    outcomes: list[Outcome] = []
+    try:
+        for sql, params in items:
+            stamp(params, now_ms())
+            try:
+                outcomes.append((params["now_ms"], conn.execute(sql, params).fetchall()))
+            except sqlite3.Error as exc:
+                if not conn.in_transaction:
+                    raise
+                outcomes.append(exc)
+        conn.execute("commit")
+    except BaseException as exc:
+        _rollback_quietly(conn)
+        # The transaction is gone: nothing in it was committed, so all fail.
+        return [exc] * len(items)
+    return outcomes
+
+
+# -- transactions ----------------------------------------------------------------
+
+
+def begin(conn: sqlite3.Connection) -> None:
+    """``BEGIN IMMEDIATE``; ``Busy`` if another connection holds the write lock."""
+    try:
+        conn.execute("begin immediate")
+    except sqlite3.Error as exc:
+        _rollback_quietly(conn)
+        if is_busy(exc):
+            raise Busy from exc
+        raise
+
+
+def commit(conn: sqlite3.Connection) -> None:
+    """COMMIT, or ROLLBACK and re-raise if the commit fails."""
+    try:
+        conn.execute("commit")
+    except BaseException:
+        _rollback_quietly(conn)
+        raise
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """End whatever transaction is open, ignoring errors."""
+    _rollback_quietly(conn)
+
+
+def begin_with(
+    conn: sqlite3.Connection, sql: str, params: dict[str, Any], refresh: bool = False
+) -> Rows:
+    """Open a transaction and run its first statement; it stays open on success.
+
+    Used by the multi-step claim session, whose caller commits or rolls back.
+    """
+    if refresh:
+        refresh_statistics(conn)
+    begin(conn)
+    try:
+        return run(conn, sql, params)
+    except BaseException:
+        _rollback_quietly(conn)
+        raise
+
+
+def run(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) -> Rows:
+    """One statement inside an open transaction (a claim session's draw)."""
+    stamp(params, now_ms())
+    return conn.execute(sql, params).fetchall()
+
+
+def refresh_statistics(conn: sqlite3.Connection) -> None:
+    """Bootstrap planner statistics (ANALYZE once), else ``PRAGMA optimize``.
+
+    Without statistics the partial lease index is never chosen, and before
+    SQLite 3.46 ``PRAGMA optimize`` never produces first statistics. Errors are
+    ignored: statistics only steer the planner.
+    """
+    try:
+        has_table = conn.execute(
+            "select 1 from sqlite_master where type = 'table' and name = 'sqlite_stat1'"
+        ).fetchone()
+        has_rows = (
+            has_table
+            and conn.execute(
+                "select 1 from sqlite_stat1 where tbl = 'cairnq_tasks' limit 1"
+            ).fetchone()
+        )
+        conn.execute("pragma optimize" if has_rows else "analyze cairnq_tasks")
+    except sqlite3.Error:
+        _rollback_quietly(conn)
+
+
+def transaction(
+    conn: sqlite3.Connection,
+    steps: Sequence[tuple[str, dict[str, Any]]],
+    refresh: bool = False,
+) -> list[Rows]:
+    """Run fixed statements in one ``BEGIN IMMEDIATE`` transaction; rows per step.
+
+    ``refresh`` first refreshes planner statistics, outside the transaction.
+    """
+    if refresh:
+        refresh_statistics(conn)
+    begin(conn)
+    try:
+        now = now_ms()
+        out = []
+        for sql, params in steps:
+            stamp(params, now)
+            out.append(conn.execute(sql, params).fetchall())
+        conn.execute("commit")
+    except BaseException:
+        _rollback_quietly(conn)
+        raise
+    return out
+
+
+# -- opening -----------------------------------------------------------------------
+
+
+def split_script(script: str) -> list[str]:
+    """Split a migration into statements without an implicitly committing runner."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    rest = "\n".join(
+        line for line in buffer.splitlines() if line.strip() and not line.lstrip().startswith("--")
+    )
+    if rest.strip():
+        raise ValueError(f"migration ends with an incomplete statement: {rest.strip()[:80]!r}")
+    return statements
+
+
+def _table_exists(conn: sqlite3.Connection, name: str) -> bool:
+    row = conn.execute(
+        "select 1 from sqlite_master where type = 'table' and name = ?", (name,)
+    ).fetchone()
+    return row is not None
+
+
+def read_protocol_version(conn: sqlite3.Connection, sql: str) -> int:
+    """The ``protocol_version`` meta value; 0 when the table or row is missing."""
+    if not _table_exists(conn, "cairnq_meta"):
+        return 0
+    row = conn.execute(sql).fetchone()
+    if row is None:
+        return 0
+    try:
+        return int(row[0])
+    except (TypeError, ValueError):
+        return -1
+
+
+def _enable_wal(conn: sqlite3.Connection) -> None:
+    # Switching the journal mode returns SQLITE_BUSY at once instead of
+    # waiting on busy_timeout, so retry every 50 ms for up to 5 s.
+    deadline = time.monotonic() + 5.0
+    while True:
+        try:
+            conn.execute("pragma journal_mode = wal").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
+
+
+def apply_migrations(conn: sqlite3.Connection, migrations: Sequence[tuple[str, str]]) -> None:
+    """Apply every migration the ledger lacks, one ``BEGIN IMMEDIATE`` each (§1.4).
+
+    The ledger lookup happens inside the write lock, so concurrent cold starts
+    (of this engine or any cairnq SDK) apply each migration exactly once.
+    """
+    conn.execute(
+        "create table if not exists cairnq_migrations "
+        "(name TEXT PRIMARY KEY, applied_at_ms INTEGER NOT NULL)"
+    )
+    applied = {row[0] for row in conn.execute("select name from cairnq_migrations")}
+    for name, script in migrations:
+        if name in applied:
+            continue  # recorded rows are never removed, so skipping is safe
+        conn.execute("begin immediate")
+        try:
+            found = conn.execute(
+                "select 1 from cairnq_migrations where name = ?", (name,)
+            ).fetchone()
+            if found is None:
+                for sql in split_script(script):
+                    conn.execute(sql)
+                conn.execute(
+                    "insert into cairnq_migrations (name, applied_at_ms) values (?, ?)",
+                    (name, now_ms()),
+                )
+            conn.execute("commit")
+        except BaseException:
+            _rollback_quietly(conn)
+            raise
+
+
+def open_database(
+    conn: sqlite3.Connection,
+    *,
+    target: str,
+    memory: bool,
+    read_only: bool,
+    migrate: bool,
+    busy_timeout_ms: int,
+    migrations: Sequence[tuple[str, str]],
+    protocol_version_sql: str,
+) -> None:
+    """The open sequence of §8, on the writer connection, ending with busy_timeout 0.
+
+    Raises:
+        ProtocolVersionMismatch: the database speaks another protocol (checked
+            before anything is written, and again after migrating).
+        StoreUnavailable: not a SQLite database, or no cairnq tables while
+            migrations are off.
+    """
+    try:
+        conn.execute(f"pragma busy_timeout = {int(busy_timeout_ms)}")
+        # Reading the schema is the first real access: a file that is not a
+        # database fails here, before anything is written.
+        existing = _table_exists(conn, "cairnq_meta")
+        if existing:
+            version = read_protocol_version(conn, protocol_version_sql)
+            if version not in (0, 1):
+                raise ProtocolVersionMismatch(
+                    f"{target} speaks cairnq protocol {version}; this engine speaks 1"
+                )
+        if not memory and not read_only:
+            _enable_wal(conn)
+            # WAL + synchronous=NORMAL: a committed transaction survives a crash
+            # of this process (the WAL is written before COMMIT returns); only an
+            # OS crash or power loss may drop the last commits. That matches what
+            # callers are promised (process crashes) at a fraction of FULL's fsyncs.
+            conn.execute("pragma synchronous = normal")
+        conn.execute("pragma foreign_keys = on")
+        if migrate and not read_only:
+            apply_migrations(conn, migrations)
+        elif not _table_exists(conn, "cairnq_tasks"):
+            why = "read_only" if read_only else "migrate=False"
+            raise StoreUnavailable(f"{target} has no cairnq tables and {why} forbids creating them")
+        if not read_only:
+            refresh_statistics(conn)
+        version = read_protocol_version(conn, protocol_version_sql)
+        if version != 1:
+            raise ProtocolVersionMismatch(
+                f"{target} speaks cairnq protocol {version}; this engine speaks 1"
+            )
+        # From here on a busy database is waited out by the async side's
+        # backoff, so this thread never sleeps inside SQLite.
+        conn.execute("pragma busy_timeout = 0")
+    except sqlite3.DatabaseError as exc:
+        _rollback_quietly(conn)
+        if is_busy(exc):
+            raise
+        raise StoreUnavailable(f"cannot open SQLite database {target}: {exc}") from exc
+
+
+def open_reader(path: str, *, uri: bool) -> sqlite3.Connection:
+    """A second connection for reads on the event-loop thread (WAL readers never block).
+
+    ``busy_timeout`` 0: a read that would wait falls back to the writer thread.
+    ``query_only`` makes a stray write through it impossible.
+    """
+    reader = sqlite3.connect(path, uri=uri, isolation_level=None, check_same_thread=False)
+    try:
+        reader.execute("pragma busy_timeout = 0")
+        reader.execute("pragma foreign_keys = on")
+        reader.execute("pragma query_only = on")
+    except BaseException:
+        reader.close()
+        raise
+    return reader

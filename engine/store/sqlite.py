@@ -1,0 +1,897 @@
+"""The SQLite store: cairnq protocol v1 over one database file, via aiosqlite.
+
+Layout of the work:
+
+* **Writer thread.** aiosqlite owns one connection and one thread. Each whole
+  operation (a keyed submit's transaction, a claim, a group-commit batch) runs
+  there as a single function from ``_sqlite_sync`` — one thread round trip
+  (~150 µs here) per operation instead of one per statement.
+* **Reader.** Reads run inline on the caller's thread through a second,
+  ``query_only`` connection with ``busy_timeout`` 0: in WAL mode readers never
+  wait for writers, and a stdlib primary-key read costs microseconds. A read
+  that would wait, and every read of an in-memory database (whose second
+  connection would be another database), goes to the writer thread instead.
+* **Group commit.** Single-statement writes queue up; a flusher task takes all
+  that are waiting, runs them bare (one) or in one ``BEGIN IMMEDIATE`` (several),
+  and answers the callers after COMMIT.
+* **Contention.** After opening, the writer's ``busy_timeout`` is 0: a locked
+  database returns at once and the event loop backs off (1 ms doubling to 50 ms,
+  jittered), so neither the loop nor the writer thread sleeps inside SQLite, and
+  a caller gets ``sqlite3.OperationalError`` ("database is locked") only once its
+  ``busy_timeout_ms`` budget is spent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import collections
+import os
+import random
+import re
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import aiosqlite
+
+from engine import _json
+from engine._errors import AlreadyExists, LostLease, StoreClosed, StoreUnavailable
+from engine._models import LIVE_STATUSES, Task, TaskRef
+from engine._sql import migrations, specialise, statement
+from engine.store import _sqlite_sync as sync
+from engine.store._base import (
+    LEASE_EXPIRED_JSON,
+    NewTask,
+    Plan,
+    TaskStore,
+    _require_int,
+    _require_text,
+    check_names,
+    check_queues,
+)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_STATEMENT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_STATISTICS_EVERY_S = 60.0
+_BACKOFF_FIRST_S = 0.001
+_BACKOFF_MAX_S = 0.05
+
+
+def _sql(name: str) -> str:
+    return statement("sqlite", name)
+
+
+def _is_memory(path: str) -> bool:
+    if path in ("", ":memory:"):
+        return True
+    return path.startswith("file:") and (path.startswith("file::memory:") or "mode=memory" in path)
+
+
+def _task(row: Sequence[Any]) -> Task:
+    """A ``Task`` from a ``select *`` row (columns in the §1.5 order)."""
+    metadata = _json.loads(row[7])
+    return Task(
+        id=row[0],
+        name=row[1],
+        queue=row[2],
+        status=row[3],
+        payload=_json.loads(row[4]),
+        result=_json.loads(row[5]),
+        error=_json.loads(row[6]),
+        metadata=metadata if isinstance(metadata, dict) else {},
+        progress=row[8],
+        message=row[9],
+        attempt=row[10],
+        max_attempts=row[11],
+        priority=row[12],
+        worker_id=row[13],
+        lease_until_ms=row[14],
+        run_at_ms=row[15],
+        cancel_requested_at_ms=row[16],
+        parent_id=row[17],
+        root_id=row[18],
+        correlation_id=row[19],
+        created_at_ms=row[20],
+        updated_at_ms=row[21],
+        completed_at_ms=row[22],
+    )
+
+
+def _first_task(rows: sync.Rows) -> Task | None:
+    return _task(rows[0]) if rows else None
+
+
+def _claim_statement(
+    queues: builtins.list[str], names: Sequence[str] | None
+) -> tuple[str, dict[str, Any]]:
+    """The claim variant for these filters (§4.13): equalities keep the indexes usable."""
+    one_name = names is not None and len(names) == 1
+    if len(queues) == 1:
+        if one_name:
+            assert names is not None
+            return _sql("claim_one_queue_one_name"), {"queue": queues[0], "name": names[0]}
+        return _sql("claim_one_queue"), {
+            "queue": queues[0],
+            "names": None if names is None else _json.dumps(list(names)),
+        }
+    queues_json = _json.dumps(queues)
+    if one_name:
+        assert names is not None
+        return _sql("claim_one_name"), {"queues": queues_json, "name": names[0]}
+    return _sql("claim"), {
+        "queues": queues_json,
+        "names": None if names is None else _json.dumps(list(names)),
+    }
+
+
+@dataclass(slots=True)
+class _Write:
+    """A single-statement write waiting for the group-commit flusher."""
+
+    sql: str
+    params: dict[str, Any]
+    future: asyncio.Future[tuple[int, sync.Rows]]
+    deadline: float
+    attempts: int = field(default=0)
+
+
+class SQLiteStore(TaskStore):
+    """A cairnq database in one SQLite file (or in memory), shared with cairnq SDKs.
+
+    Args:
+        path: the database file (its parent directory is created), ``":memory:"``,
+            or a ``file:`` URI.
+        busy_timeout_ms: how long a write may wait for another connection's lock
+            before failing with ``sqlite3.OperationalError`` ("database is locked").
+        read_only: open the file read-only; no migration runs and every write
+            raises ``StoreUnavailable``.
+        migrate: apply missing migrations on connect; when False, a database
+            without the cairnq tables raises ``StoreUnavailable``.
+    """
+
+    dialect = "sqlite"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_ms: int = 5_000,
+        read_only: bool = False,
+        migrate: bool = True,
+    ) -> None:
+        self._path = os.fspath(path)
+        _require_int(busy_timeout_ms, "busy_timeout_ms", minimum=0)
+        self._memory = _is_memory(self._path)
+        self._uri = self._path.startswith("file:")
+        if self._memory:
+            # Each in-memory handle is its own database: a unique identity keeps
+            # the signal hubs of two handles apart.
+            identity = f"sqlite-memory:{uuid.uuid4().hex}"
+        elif self._uri:
+            identity = self._path
+        else:
+            identity = os.path.realpath(self._path)
+        super().__init__(identity)
+        self._busy_timeout_ms = busy_timeout_ms
+        self._read_only = bool(read_only)
+        self._migrate = bool(migrate)
+        self._conn: aiosqlite.Connection | None = None
+        self._raw: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
+        # The reader is used from whichever thread calls; one user at a time.
+        self._reader_lock = threading.Lock()
+        self._connect_lock: asyncio.Lock | None = None
+        # Held across every writer-thread call that may open a transaction, and
+        # for a whole multi-step claim session, so nothing joins its transaction.
+        self._lock = asyncio.Lock()
+        self._pending: collections.deque[_Write] = collections.deque()
+        self._flusher: asyncio.Task[None] | None = None
+        self._inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._closed = False
+        self._next_statistics = 0.0
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    @property
+    def target(self) -> str:
+        """The database path as given."""
+        return self._path
+
+    @property
+    def read_only(self) -> bool:
+        """True when the store was opened with ``read_only=True``."""
+        return self._read_only
+
+    async def connect(self) -> None:
+        """Open the database: WAL, foreign keys, migrations, statistics, version check.
+
+        Raises:
+            StoreUnavailable: the path is a directory, not writable, not a SQLite
+                database, or lacks the cairnq tables when migrations are off.
+            ProtocolVersionMismatch: the database's ``protocol_version`` is not 1
+                (nothing is written).
+            StoreClosed: the store was closed.
+        """
+        if self._closed:
+            raise StoreClosed(f"store {self._path} is closed")
+        if self._conn is not None:
+            return
+        if self._connect_lock is None:
+            self._connect_lock = asyncio.Lock()
+        async with self._connect_lock:
+            if self._conn is None:
+                await self._open()
+
+    def _location(self) -> tuple[str, bool]:
+        """Check the path before opening; ``(what to open, as a URI?)``."""
+        if self._memory or self._uri:
+            return self._path, self._uri
+        path = Path(self._path)
+        if path.is_dir():
+            raise StoreUnavailable(f"cannot open SQLite database {self._path}: it is a directory")
+        if self._read_only:
+            if not path.exists():
+                raise StoreUnavailable(
+                    f"cannot open SQLite database {self._path} read-only: no such file"
+                )
+            # mode=ro: the file cannot be written through this store at all.
+            return path.resolve().as_uri() + "?mode=ro", True
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"cannot open SQLite database {self._path}: cannot create its directory "
+                f"{path.parent} ({exc.strerror or exc})"
+            ) from exc
+        if not os.access(path.parent, os.W_OK | os.X_OK) or (
+            path.exists() and not os.access(path, os.W_OK)
+        ):
+            raise StoreUnavailable(
+                f"cannot open SQLite database {self._path}: location is not writable"
+            )
+        return self._path, False
+
+    async def _open(self) -> None:
+        location, uri = self._location()
+        try:
+            conn = await aiosqlite.connect(
+                location, uri=uri, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open SQLite database {self._path}: {exc}") from exc
+        raw = conn._conn  # the stdlib connection, used only on aiosqlite's thread
+        try:
+            await self._on_thread(
+                conn,
+                lambda: sync.open_database(  # keyword arguments: a lambda is clearer
+                    raw,
+                    target=self._path,
+                    memory=self._memory,
+                    read_only=self._read_only,
+                    migrate=self._migrate,
+                    busy_timeout_ms=self._busy_timeout_ms,
+                    migrations=migrations("sqlite"),
+                    protocol_version_sql=_sql("protocol_version"),
+                ),
+            )
+            if not self._memory:
+                self._reader = sync.open_reader(location, uri=uri)
+        except BaseException:
+            await conn.close()
+            raise
+        self._next_statistics = time.monotonic() + _STATISTICS_EVERY_S
+        self._conn, self._raw = conn, raw
+
+    async def close(self) -> None:
+        """A barrier: accepted writes land, then the connections close.
+
+        Later calls (connect included) raise ``StoreClosed``; an in-memory
+        database is gone for good.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        while self._flusher is not None or self._inflight:
+            if self._flusher is not None:
+                await asyncio.wait([self._flusher])
+            else:
+                await self._idle.wait()
+        self.signals.release_all()
+        if self._reader is not None:
+            with self._reader_lock:
+                self._reader.close()
+            self._reader = None
+        conn, self._conn, self._raw = self._conn, None, None
+        if conn is not None:
+            await conn.close()
+
+    # -- plumbing --------------------------------------------------------------------
+
+    @staticmethod
+    async def _on_thread(conn: aiosqlite.Connection, fn: Callable[..., R], *args: Any) -> R:
+        # aiosqlite.Connection._execute(fn, *args) runs a callable on the
+        # connection's own thread. It is private but has been stable since
+        # aiosqlite 0.11, and it is what lets a whole operation cost one round
+        # trip to that thread instead of one per statement (PERF-NOTES.md).
+        return cast(R, await cast(Any, conn)._execute(fn, *args))
+
+    async def _ready(self) -> tuple[aiosqlite.Connection, sqlite3.Connection]:
+        if self._closed:
+            raise StoreClosed(f"store {self._path} is closed")
+        if self._conn is None:
+            await self.connect()
+        assert self._conn is not None and self._raw is not None
+        return self._conn, self._raw
+
+    def _check_writable(self, what: str) -> None:
+        if self._read_only:
+            raise StoreUnavailable(f"store {self._path} is open read-only; {what} writes")
+
+    def _locked_error(self) -> sqlite3.OperationalError:
+        return sqlite3.OperationalError(
+            f"database is locked: {self._path} stayed locked by another connection "
+            f"for busy_timeout_ms={self._busy_timeout_ms}"
+        )
+
+    @staticmethod
+    def _backoff(attempt: int) -> float:
+        base = min(_BACKOFF_MAX_S, _BACKOFF_FIRST_S * (1 << min(attempt, 10)))
+        return base * random.uniform(0.5, 1.5)
+
+    async def _retrying(self, fn: Callable[..., R], *args: Any) -> R:
+        """Run ``fn(raw, *args)`` on the writer thread, backing off on ``Busy``.
+
+        ``fn`` starts and ends with no transaction open and raises ``sync.Busy``
+        only when nothing was done (a bare statement or a BEGIN was refused).
+        Raises ``sqlite3.OperationalError`` once the busy budget is spent.
+        """
+        conn, raw = await self._ready()
+        self._inflight += 1
+        self._idle.clear()
+        try:
+            deadline = time.monotonic() + self._busy_timeout_ms / 1000
+            attempt = 0
+            while True:
+                try:
+                    async with self._lock:
+                        return await self._on_thread(conn, fn, raw, *args)
+                except sync.Busy:
+                    pass
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise self._locked_error()
+                await asyncio.sleep(min(self._backoff(attempt), remaining))
+                attempt += 1
+        finally:
+            self._inflight -= 1
+            if not self._inflight:
+                self._idle.set()
+
+    async def _fetch(self, sql: str, params: dict[str, Any]) -> sync.Rows:
+        """A read: inline on the reader when it can answer at once, else on the thread."""
+        if self._closed or self._conn is None:
+            await self._ready()
+        reader = self._reader
+        if reader is not None and self._reader_lock.acquire(blocking=False):
+            try:
+                return reader.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as exc:
+                if not sync.is_busy(exc):
+                    raise
+            finally:
+                self._reader_lock.release()
+        return await self._retrying(sync.fetch, sql, params)
+
+    async def _write(self, sql: str, params: dict[str, Any]) -> tuple[int, sync.Rows]:
+        """A single-statement write through group commit; ``(now_ms, rows)`` after COMMIT."""
+        await self._ready()
+        loop = asyncio.get_running_loop()
+        item = _Write(
+            sql, params, loop.create_future(), time.monotonic() + self._busy_timeout_ms / 1000
+        )
+        self._pending.append(item)
+        if self._flusher is None:
+            self._flusher = loop.create_task(self._flush())
+        return await item.future
+
+    async def _flush(self) -> None:
+        """Drain the pending writes, one batch per writer-thread call."""
+        try:
+            attempt = 0
+            while self._pending:
+                batch = list(self._pending)
+                self._pending.clear()
+                assert self._conn is not None and self._raw is not None
+                conn, raw = self._conn, self._raw
+                work = [(w.sql, w.params) for w in batch]
+                try:
+                    async with self._lock:
+                        outcome = await self._on_thread(conn, sync.run_batch, raw, work)
+                except sync.Busy:
+                    outcome = None
+                except BaseException as exc:
+                    for w in batch:
+                        if not w.future.done():
+                            w.future.set_exception(exc)
+                    if isinstance(exc, asyncio.CancelledError):
+                        raise
+                    continue
+                if outcome is None:
+                    # Back at the head, in order; callers past their budget give up.
+                    now = time.monotonic()
+                    waiting = []
+                    for w in batch:
+                        if w.deadline <= now:
+                            w.future.set_exception(self._locked_error())
+                        elif not w.future.cancelled():
+                            waiting.append(w)
+                    self._pending.extendleft(reversed(waiting))
+                    if self._pending:
+                        soonest = min(w.deadline for w in self._pending) - now
+                        await asyncio.sleep(max(0.0, min(self._backoff(attempt), soonest)))
+                    attempt += 1
+                    continue
+                attempt = 0
+                for w, result in zip(batch, outcome, strict=True):
+                    if w.future.done():
+                        continue
+                    if isinstance(result, BaseException):
+                        w.future.set_exception(result)
+                    else:
+                        w.future.set_result(result)
+        finally:
+            self._flusher = None
+
+    def _statistics_due(self) -> bool:
+        # Reserve the slot first so concurrent callers do not all refresh.
+        now = time.monotonic()
+        if now < self._next_statistics:
+            return False
+        self._next_statistics = now + _STATISTICS_EVERY_S
+        return True
+
+    # -- submit ----------------------------------------------------------------------
+
+    async def _submit(self, new: NewTask) -> Task:
+        self._check_writable("submit")
+        params = {
+            "id": new.id,
+            "name": new.name,
+            "queue": new.queue,
+            "payload": new.payload_json,
+            "metadata": new.metadata_json,
+            "max_attempts": new.max_attempts,
+            "priority": new.priority,
+            "parent_id": new.parent_id,
+            "root_id": new.root_id,
+            "correlation_id": new.correlation_id,
+            "run_at_delay_ms": new.delay_ms,
+        }
+        if new.key is None:
+            now, _ = await self._write(_sql("insert_task"), params)
+            return self._submitted(new, now)
+        result = await self._retrying(_keyed_submit, new.key, new.conflict, params)
+        if isinstance(result, AlreadyExists):
+            raise result
+        kind, row, canceled = result
+        if canceled is not None:
+            self._after_write(_task(canceled))
+        if kind == "existing":
+            return _task(row)
+        return self._submitted(new, row)
+
+    @staticmethod
+    def _submitted(new: NewTask, now: int) -> Task:
+        """The inserted row, built from the values bound (no read-back)."""
+        return Task(
+            id=new.id,
+            name=new.name,
+            queue=new.queue,
+            status="queued",
+            payload=_json.loads(new.payload_json),
+            metadata=_json.loads(new.metadata_json),
+            result=None,
+            error=None,
+            progress=None,
+            message=None,
+            attempt=0,
+            max_attempts=new.max_attempts,
+            priority=new.priority,
+            worker_id=None,
+            lease_until_ms=None,
+            run_at_ms=now + new.delay_ms,
+            cancel_requested_at_ms=None,
+            parent_id=new.parent_id,
+            root_id=new.root_id,
+            correlation_id=new.correlation_id,
+            created_at_ms=now,
+            updated_at_ms=now,
+            completed_at_ms=None,
+        )
+
+    # -- reads -----------------------------------------------------------------------
+
+    async def get(self, task_id: str) -> Task | None:
+        """The task, or None."""
+        return _first_task(await self._fetch(_sql("get"), {"id": task_id}))
+
+    async def get_by_key(self, key: str) -> Task | None:
+        """The task the key points at, or None."""
+        return _first_task(await self._fetch(_sql("get_by_key"), {"key": key}))
+
+    async def get_status(self, task_id: str) -> TaskRef | None:
+        """Just ``(id, status)``, or None."""
+        rows = await self._fetch(_sql("get_status"), {"id": task_id})
+        return TaskRef(rows[0][0], rows[0][1]) if rows else None
+
+    async def get_status_by_key(self, key: str) -> TaskRef | None:
+        """``(id, status)`` of the task the key points at now, or None."""
+        rows = await self._fetch(_sql("get_status_by_key"), {"key": key})
+        return TaskRef(rows[0][0], rows[0][1]) if rows else None
+
+    async def _list(
+        self, filters: dict[str, str | None], limit: int, offset: int
+    ) -> builtins.list[Task]:
+        sql = specialise(_sql("list"), frozenset(k for k, v in filters.items() if v is not None))
+        rows = await self._fetch(sql, {**filters, "limit": limit, "offset": offset})
+        return [_task(r) for r in rows]
+
+    async def _stats(self, queue: str | None) -> builtins.list[tuple[str, str, int]]:
+        sql = specialise(_sql("stats"), frozenset() if queue is None else frozenset({"queue"}))
+        return [(r[0], r[1], r[2]) for r in await self._fetch(sql, {"queue": queue})]
+
+    async def _queue_depth(self, queue: str, max_depth: int) -> int:
+        rows = await self._fetch(_sql("queue_depth"), {"queue": queue, "max_depth": max_depth})
+        return int(rows[0][0])
+
+    async def protocol_version(self) -> int:
+        """The database's ``protocol_version`` (0 when the row is missing)."""
+        rows = await self._fetch(_sql("protocol_version"), {})
+        return int(rows[0][0]) if rows else 0
+
+    async def read_statement(
+        self, name: str, params: Mapping[str, Any]
+    ) -> builtins.list[dict[str, Any]]:
+        """Run the read-only statement ``sql/sqlite/<name>.sql``; rows as dicts.
+
+        Raises:
+            ValueError: unknown name, or the statement is not a read.
+        """
+        if not isinstance(name, str) or not _STATEMENT_NAME.match(name):
+            raise ValueError(f"invalid statement name {name!r}")
+        try:
+            text = _sql(name)
+        except FileNotFoundError:
+            raise ValueError(f"no SQLite statement named {name!r}") from None
+        if not text.lstrip().lower().startswith(("select", "with")):
+            raise ValueError(f"statement {name!r} is not a read")
+        bound = dict(params)
+        sql = specialise(text, frozenset(k for k, v in bound.items() if v is not None))
+        reader = None
+        if self._closed or self._conn is None:
+            await self._ready()
+        reader = self._reader
+        if reader is not None and self._reader_lock.acquire(blocking=False):
+            try:
+                cursor = reader.execute(sql, bound)
+                rows = cursor.fetchall()
+                names = [d[0] for d in cursor.description or ()]
+                return [dict(zip(names, row, strict=True)) for row in rows]
+            except sqlite3.OperationalError as exc:
+                if not sync.is_busy(exc):
+                    raise
+            finally:
+                self._reader_lock.release()
+        names, rows = await self._retrying(sync.fetch_described, sql, bound)
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    # -- cancel / retry / purge ---------------------------------------------------------
+
+    async def _cancel(self, task_id: str) -> Task | None:
+        self._check_writable("cancel")
+        _, rows = await self._write(_sql("cancel"), {"id": task_id})
+        return _first_task(rows)
+
+    async def _retry(self, task_id: str, reset_attempt: bool) -> Task | None:
+        self._check_writable("retry")
+        params = {"id": task_id, "reset_attempt": int(reset_attempt)}
+        _, rows = await self._write(_sql("retry"), params)
+        return _first_task(rows)
+
+    async def _by_key(self, key: str, name: str, extra: dict[str, Any]) -> Task | None:
+        """lock_key, get_key, then one statement on the task, in one transaction."""
+        self._check_writable(name)
+        rows = await self._retrying(_keyed_update, key, _sql(name), extra)
+        return _first_task(rows)
+
+    async def _cancel_by_key(self, key: str) -> Task | None:
+        return await self._by_key(key, "cancel", {})
+
+    async def _retry_by_key(self, key: str, reset_attempt: bool) -> Task | None:
+        return await self._by_key(key, "retry", {"reset_attempt": int(reset_attempt)})
+
+    async def _purge(
+        self, older_than_ms: int, filters: dict[str, str | None], limit: int
+    ) -> builtins.list[str]:
+        self._check_writable("purge")
+        sql = specialise(_sql("purge"), frozenset(k for k, v in filters.items() if v is not None))
+        params = {**filters, "older_than_ms": older_than_ms, "limit": limit}
+        _, rows = await self._write(sql, params)
+        return [r[0] for r in rows]
+
+    # -- claims --------------------------------------------------------------------------
+
+    async def _probe(self, queues: builtins.list[str], names: builtins.list[str] | None) -> bool:
+        params = {
+            "queues": _json.dumps(queues),
+            "names": None if names is None else _json.dumps(names),
+            "now_ms": sync.now_ms(),
+        }
+        rows = await self._fetch(_sql("claimable_probe"), params)
+        return bool(rows and rows[0][0])
+
+    def _announce_recovered(self, rows: sync.Rows) -> None:
+        for row in rows:
+            self._after_write(_task(row))
+
+    async def claim(
+        self,
+        *,
+        queues: Sequence[str],
+        worker_id: str,
+        lease_ms: int = 30_000,
+        limit: int = 1,
+        names: Sequence[str] | None = None,
+    ) -> builtins.list[Task]:
+        """A claim session with one draw (§4.14), run as one writer-thread call.
+
+        Returns the claimed tasks in arbitrary order; empty when the probe found
+        nothing, ``limit <= 0`` or ``names == []``.
+        """
+        queue_list = check_queues(queues)
+        name_list = check_names(names)
+        _require_text(worker_id, "worker_id")
+        _require_int(lease_ms, "lease_ms", minimum=1)
+        _require_int(limit, "limit")
+        if name_list == [] or limit <= 0:
+            return []
+        self._check_writable("claim")
+        if not await self._probe(queue_list, name_list):
+            return []
+        sql, params = _claim_statement(queue_list, name_list)
+        params.update(worker_id=worker_id, lease_ms=lease_ms, limit=limit)
+        steps = [
+            (_sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON}),
+            (sql, params),
+        ]
+        recovered, claimed = await self._retrying(sync.transaction, steps, self._statistics_due())
+        self._announce_recovered(recovered)
+        return [_task(r) for r in claimed]
+
+    async def _claim_session(
+        self,
+        queues: builtins.list[str],
+        worker_id: str,
+        lease_ms: int,
+        names: builtins.list[str] | None,
+        plan: Plan[T],
+    ) -> T | None:
+        self._check_writable("claim_session")
+        if not await self._probe(queues, names):
+            return None
+        conn, raw = await self._ready()
+        self._inflight += 1
+        self._idle.clear()
+        try:
+            return await self._run_session(conn, raw, queues, worker_id, lease_ms, plan)
+        finally:
+            self._inflight -= 1
+            if not self._inflight:
+                self._idle.set()
+
+    async def _run_session(
+        self,
+        conn: aiosqlite.Connection,
+        raw: sqlite3.Connection,
+        queues: builtins.list[str],
+        worker_id: str,
+        lease_ms: int,
+        plan: Plan[T],
+    ) -> T:
+        recover = _sql("recover_leases")
+        recover_params = {"lease_expired_error": LEASE_EXPIRED_JSON}
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        attempt = 0
+        optimize = self._statistics_due()
+        while True:
+            await self._lock.acquire()
+
+            try:
+                recovered = await self._on_thread(
+                    conn, sync.begin_with, raw, recover, recover_params, optimize
+                )
+                break
+            except sync.Busy:
+                self._lock.release()
+            except BaseException:
+                self._lock.release()
+                raise
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._locked_error()
+            await asyncio.sleep(min(self._backoff(attempt), remaining))
+            attempt += 1
+
+        async def draw(draw_names: Sequence[str] | None, limit: int) -> builtins.list[Task]:
+            _require_int(limit, "limit")
+            if limit <= 0 or (draw_names is not None and len(draw_names) == 0):
+                return []
+            sql, params = _claim_statement(queues, draw_names)
+            params.update(worker_id=worker_id, lease_ms=lease_ms, limit=limit)
+            rows = await self._on_thread(conn, sync.run, raw, sql, params)
+            return [_task(r) for r in rows]
+
+        try:
+            try:
+                value = await plan(draw)
+                await self._on_thread(conn, sync.commit, raw)
+            except BaseException:
+                # Shielded: even a cancelled session must not leave the shared
+                # connection inside its transaction.
+                await asyncio.shield(self._on_thread(conn, sync.rollback, raw))
+                raise
+        finally:
+            self._lock.release()
+        self._announce_recovered(recovered)
+        return value
+
+    # -- owned writes ----------------------------------------------------------------------
+
+    async def _owned(self, name: str, task_id: str, worker_id: str, extra: dict[str, Any]) -> Task:
+        """An ownership-checked single-statement write; no row means ``LostLease``."""
+        _require_text(task_id, "task_id")
+        _require_text(worker_id, "worker_id")
+        self._check_writable(name)
+        _, rows = await self._write(_sql(name), {"id": task_id, "worker_id": worker_id, **extra})
+        if not rows:
+            raise LostLease(task_id)
+        return _task(rows[0])
+
+    async def heartbeat(self, *, task_id: str, worker_id: str, lease_ms: int = 30_000) -> Task:
+        """Renew one lease (§4.15).
+
+        Raises:
+            LostLease: the task is no longer running under this worker's lease.
+        """
+        _require_int(lease_ms, "lease_ms", minimum=1)
+        return await self._owned("heartbeat", task_id, worker_id, {"lease_ms": lease_ms})
+
+    async def _heartbeat_batch(
+        self, task_ids: builtins.list[str], worker_id: str, lease_ms: int
+    ) -> dict[str, bool]:
+        _require_text(worker_id, "worker_id")
+        _require_int(lease_ms, "lease_ms", minimum=1)
+        for task_id in task_ids:
+            _require_text(task_id, "task_id")
+        self._check_writable("heartbeat_batch")
+        params = {"ids": _json.dumps(task_ids), "worker_id": worker_id, "lease_ms": lease_ms}
+        _, rows = await self._write(_sql("heartbeat_batch"), params)
+        renewed = {row[0]: row[1] is not None for row in rows}
+        return {tid: renewed[tid] for tid in task_ids if tid in renewed}
+
+    async def progress(
+        self,
+        *,
+        task_id: str,
+        worker_id: str,
+        progress: float | None = None,
+        message: str | None = None,
+    ) -> Task:
+        """Coalescing progress/message update (§4.16).
+
+        Raises:
+            LostLease: the task is no longer running under this worker's lease.
+        """
+        if progress is not None and (
+            isinstance(progress, bool) or not isinstance(progress, (int, float))
+        ):
+            raise ValueError(f"progress must be a number or None, got {progress!r}")
+        if message is not None and not isinstance(message, str):
+            raise ValueError(f"message must be a string or None, got {type(message).__name__}")
+        extra = {"progress": None if progress is None else float(progress), "message": message}
+        return await self._owned("progress", task_id, worker_id, extra)
+
+    async def _succeed(self, task_id: str, worker_id: str, result_json: str | None) -> Task:
+        return await self._owned(
+            "succeed", task_id, worker_id, {"result": result_json, "message": None}
+        )
+
+    async def _complete(self, task_id: str, worker_id: str, result_json: str | None) -> Task:
+        return await self._owned("complete", task_id, worker_id, {"result": result_json})
+
+    async def _fail(
+        self, task_id: str, worker_id: str, error_json: str, retryable: bool, delay_ms: int
+    ) -> Task:
+        extra = {"error": error_json, "retryable": int(retryable), "delay_ms": delay_ms}
+        return await self._owned("fail", task_id, worker_id, extra)
+
+
+# -- keyed transactions (run on the writer thread) -------------------------------------------
+
+
+def _keyed_submit(
+    raw: sqlite3.Connection, key: str, conflict: str, params: dict[str, Any]
+) -> tuple[str, Any, tuple[Any, ...] | None] | AlreadyExists:
+    """§4.3 in one ``BEGIN IMMEDIATE``.
+
+    Returns ``("existing", row, None)`` when the strategy hands back the task the
+    key holds, ``("inserted", now_ms, canceled_row_or_None)`` after inserting,
+    or an ``AlreadyExists`` for ``reject`` (rolled back).
+    """
+    sync.begin(raw)
+    try:
+        now = sync.now_ms()
+        key_params = {"key": key, "now_ms": now}
+        raw.execute(_sql("lock_key"), key_params).fetchall()
+        pointer = raw.execute(_sql("get_key"), key_params).fetchone()
+        current = None
+        if pointer is not None:
+            # Re-read inside the transaction: a purge may have removed the task.
+            current = raw.execute(_sql("get"), {"id": pointer[0]}).fetchone()
+        canceled = None
+        if current is not None:
+            status = current[3]
+            if conflict == "reject":
+                sync.rollback(raw)
+                error = AlreadyExists(key)
+                error.task_id = current[0]
+                return error
+            keep = status in LIVE_STATUSES or (
+                conflict == "reuse-succeeded" and status == "succeeded"
+            )
+            if conflict != "replace" and keep:
+                sync.commit(raw)
+                return ("existing", current, None)
+            if status in LIVE_STATUSES:
+                rows = raw.execute(_sql("cancel"), {"id": current[0], "now_ms": now}).fetchall()
+                canceled = rows[0] if rows else None
+        sync.stamp(params, now)
+        raw.execute(_sql("insert_task"), params).fetchall()
+        raw.execute(
+            _sql("upsert_key"), {"key": key, "task_id": params["id"], "now_ms": now}
+        ).fetchall()
+        sync.commit(raw)
+    except BaseException:
+        sync.rollback(raw)
+        raise
+    return ("inserted", now, canceled)
+
+
+def _keyed_update(raw: sqlite3.Connection, key: str, sql: str, extra: dict[str, Any]) -> sync.Rows:
+    """``cancel_by_key`` / ``retry_by_key``: lock_key, get_key, the statement."""
+    sync.begin(raw)
+    try:
+        now = sync.now_ms()
+        raw.execute(_sql("lock_key"), {"key": key}).fetchall()
+        pointer = raw.execute(_sql("get_key"), {"key": key}).fetchone()
+        rows: sync.Rows = []
+        if pointer is not None:
+            rows = raw.execute(sql, {"id": pointer[0], "now_ms": now, **extra}).fetchall()
+        sync.commit(raw)
+    except BaseException:
+        sync.rollback(raw)
+        raise
+    return rows
+
+
+__all__ = ["SQLiteStore"]

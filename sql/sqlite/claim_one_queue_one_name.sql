@@ -1,0 +1,20 @@
+-- claim_one_queue_one_name: claim up to :limit due queued tasks, from one queue, one task name,
+-- highest priority first, then earliest due, then id (§4.13). Rows come back
+-- in arbitrary order.
+-- Params: :queue, :name, :worker_id, :limit, :now_ms, :lease_until_ms
+update cairnq_tasks set
+    status = 'running',
+    worker_id = :worker_id,
+    lease_until_ms = :lease_until_ms,
+    attempt = attempt + 1,
+    updated_at_ms = :now_ms
+where id in (
+    select id from cairnq_tasks
+    where status = 'queued'
+      and queue = :queue
+      and name = :name
+      and run_at_ms <= :now_ms
+    order by priority desc, run_at_ms, id
+    limit :limit
+)
+returning *;

@@ -1,0 +1,3 @@
+-- get_status: just (id, status) of one task, or no row.
+-- Params: :id
+select id, status from cairnq_tasks where id = :id;

@@ -1,0 +1,11 @@
+-- insert_task: add one queued task (PROTOCOL.md §4.1) and return its row.
+-- Params: :id, :name, :queue, :payload, :metadata, :max_attempts, :priority,
+--         :parent_id, :root_id, :correlation_id, :run_at_ms, :now_ms
+insert into cairnq_tasks (
+    id, name, queue, status, payload, metadata, max_attempts, priority,
+    parent_id, root_id, correlation_id, run_at_ms, created_at_ms, updated_at_ms
+) values (
+    :id, :name, :queue, 'queued', :payload, :metadata, :max_attempts, :priority,
+    :parent_id, :root_id, :correlation_id, :run_at_ms, :now_ms, :now_ms
+)
+returning *;

@@ -1,0 +1,19 @@
+-- inspect_tasks_by_key_after: a page of tasks whose key starts with a prefix,
+-- in key order, after a cursor. The prefix is a range seek on
+-- cairnq_task_keys' primary key walked in order, each key joined to its task by id:
+-- one page costs about one page of keys, never a scan of cairnq_tasks.
+-- Params: :key_from, :key_to (the prefix as a range; :key_to NULL = open);
+-- :status, :queue, :name (NULL = any); :after_key (the cursor, NULL = from the first); :limit.
+select t.id, t.name, t.queue, t.status, t.attempt, t.max_attempts, t.priority, t.worker_id,
+       t.lease_until_ms, t.run_at_ms, t.cancel_requested_at_ms, t.progress,
+       substr(t.message, 1, 200) as message, t.created_at_ms, t.updated_at_ms, t.completed_at_ms, k.key as key
+from cairnq_task_keys k
+join cairnq_tasks t on t.id = k.task_id
+where k.key >= :key_from
+  and (:key_to is null or k.key < :key_to)
+  and (:status is null or t.status = :status)
+  and (:queue is null or t.queue = :queue)
+  and (:name is null or t.name = :name)
+  and (:after_key is null or k.key > :after_key)
+order by k.key asc
+limit :limit;

@@ -1,0 +1,21 @@
+-- inspect_tasks_payload_older: a page of tasks whose payload text contains :text,
+-- newest first, strictly older than a cursor. A text match has no index, so only
+-- the :scan_limit tasks next to the cursor are searched: one page never reads more
+-- than that many rows.
+-- Params: :text; :status, :queue, :name (NULL = any); :before_id (the cursor, NULL = from the newest);
+-- :scan_limit; :limit.
+select t.id, t.name, t.queue, t.status, t.attempt, t.max_attempts, t.priority, t.worker_id,
+       t.lease_until_ms, t.run_at_ms, t.cancel_requested_at_ms, t.progress,
+       substr(t.message, 1, 200) as message, t.created_at_ms, t.updated_at_ms, t.completed_at_ms
+from (
+    select * from cairnq_tasks
+    where (:before_id is null or id < :before_id)
+    order by id desc
+    limit :scan_limit
+) as t
+where instr(t.payload, :text) > 0
+  and (:status is null or t.status = :status)
+  and (:queue is null or t.queue = :queue)
+  and (:name is null or t.name = :name)
+order by t.id desc
+limit :limit;
