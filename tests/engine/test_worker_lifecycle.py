@@ -1,0 +1,300 @@
+"""Registration, calling conventions, run/serve/background, pause/resume, snapshots
+and on_error, on both dialects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from worker_support import DIALECTS, Overlap, connected, eventually, finished, open_store
+
+from engine import StoreClosed, TaskDef, TaskStore, Worker
+from engine.store.sqlite import SQLiteStore
+
+
+@pytest.fixture(params=DIALECTS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
+    async for s in connected(open_store(request, tmp_path)):
+        yield s
+
+
+def test_registration_rejects_bad_limits(tmp_path: Path) -> None:
+    worker = Worker(SQLiteStore(tmp_path / "t.db"), ["default"], resources={"gpu": 1})
+    with pytest.raises(ValueError, match="not declared"):
+        worker.register("x", lambda ctx: None, resource="tpu")
+    with pytest.raises(ValueError, match="batch"):
+        worker.register("x", lambda ctx: None, batch=0)
+    with pytest.raises(ValueError, match="concurrency"):
+        worker.register("x", lambda ctx: None, concurrency=0)
+    with pytest.raises(ValueError, match="task name"):
+        worker.register(None, lambda ctx: None)
+    with pytest.raises(ValueError, match="resources"):
+        Worker(SQLiteStore(tmp_path / "t.db"), ["default"], resources={"gpu": 0})
+    with pytest.raises(ValueError, match="max_run_ms"):
+        Worker(SQLiteStore(tmp_path / "t.db"), ["default"], max_run_ms=0)
+    with pytest.raises(ValueError, match="queues"):
+        Worker(SQLiteStore(tmp_path / "t.db"), "default")
+    assert worker.snapshot().names == ()  # nothing half-registered
+
+
+async def test_decorator_forms_and_calling_conventions(store: TaskStore) -> None:
+    worker = Worker(store, ["default"], poll_interval_ms=20, concurrency=4)
+    typed: TaskDef[dict, str] = TaskDef("typed.name")
+
+    @worker.task
+    async def by_function_name(ctx, payload):
+        return ["payload", payload["v"]]
+
+    @worker.task("explicit.name")
+    async def only_ctx(ctx):
+        return ["ctx", ctx.payload["v"], ctx.name]
+
+    @worker.task(typed)
+    def plain(ctx, *rest):
+        return ["thread", threading.current_thread() is threading.main_thread(), rest[0]["v"]]
+
+    async def later(ctx):
+        return "awaited"
+
+    worker.register("returns.awaitable", lambda ctx: later(ctx))
+
+    tasks = [
+        await store.submit(name="by_function_name", payload={"v": 1}),
+        await store.submit(name="explicit.name", payload={"v": 2}),
+        await store.submit(name="typed.name", payload={"v": 3}),
+        await store.submit(name="returns.awaitable"),
+    ]
+    async with worker.background():
+        done = await finished(store, [t.id for t in tasks])
+    assert [t.result for t in done] == [
+        ["payload", 1],
+        ["ctx", 2, "explicit.name"],
+        ["thread", False, 3],
+        "awaited",
+    ]
+
+
+async def test_sync_handler_keeps_its_lease_alive(store: TaskStore) -> None:
+    worker = Worker(store, ["default"], poll_interval_ms=20, lease_ms=200)
+    threads = []
+
+    @worker.task
+    def blocking(ctx, payload):
+        threads.append(threading.get_ident())
+        import time
+
+        time.sleep(0.6)  # three leases long: only heartbeats keep it owned
+        return "done"
+
+    task = await store.submit(name="blocking")
+    async with worker.background():
+        (done,) = await finished(store, [task.id])
+    assert done.status == "succeeded" and done.attempt == 1
+    assert threads and threads[0] != threading.get_ident()
+
+
+async def test_background_reraises_a_failed_run(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    worker = Worker.sqlite(str(blocker / "tasks.db"))
+
+    @worker.task
+    async def noop(ctx):
+        return None
+
+    with pytest.raises(Exception) as info:
+        async with worker.background():
+            await asyncio.sleep(0.1)
+    assert not isinstance(info.value, AssertionError)
+    assert worker.snapshot().state == "stopped"
+
+
+async def test_pause_resume_and_states(store: TaskStore) -> None:
+    worker = Worker(store, ["default"], poll_interval_ms=20)
+    ran = []
+
+    @worker.task
+    async def job(ctx):
+        ran.append(ctx.task_id)
+
+    assert worker.snapshot().state == "stopped"
+    async with worker.background():
+        await eventually(lambda: worker.snapshot().state == "running")
+        worker.pause()
+        await eventually(lambda: worker.snapshot().state == "paused")
+        task = await store.submit(name="job")
+        await asyncio.sleep(0.2)
+        row = await store.get(task.id)
+        assert row is not None and row.status == "queued" and ran == []
+        worker.resume()
+        await finished(store, [task.id])
+    assert ran == [task.id]
+    assert worker.snapshot().state == "stopped"
+
+
+async def test_pause_lets_in_flight_calls_finish_and_stop_drains(store: TaskStore) -> None:
+    worker = Worker(store, ["default"], poll_interval_ms=20, concurrency=2)
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    @worker.task
+    async def slow(ctx):
+        started.set()
+        await release.wait()
+        return "finished"
+
+    task = await store.submit(name="slow")
+    async with worker.background():
+        await started.wait()
+        worker.pause()
+        snap = worker.snapshot()
+        assert snap.concurrency_used == 1 and snap.calls[0].task_ids == (task.id,)
+        worker.stop()
+        await eventually(lambda: worker.snapshot().state == "draining")
+        release.set()
+    row = await store.get(task.id)
+    assert row is not None and row.result == "finished"
+
+
+async def test_set_concurrency_takes_effect(store: TaskStore) -> None:
+    worker = Worker(store, ["default"], poll_interval_ms=20, concurrency=1)
+    seen = Overlap()
+
+    @worker.task
+    async def work(ctx):
+        await seen.hold(0.05, "work")
+
+    with pytest.raises(ValueError):
+        worker.set_concurrency(0)
+    worker.set_concurrency(3)
+    ids = [(await store.submit(name="work")).id for _ in range(6)]
+    async with worker.background():
+        await finished(store, ids)
+    assert seen.peak["work"] == 3
+    assert worker.snapshot().concurrency_limit == 3
+
+
+async def test_snapshot_reports_calls_names_and_progress(store: TaskStore) -> None:
+    worker = Worker(
+        store, ["default"], poll_interval_ms=20, concurrency=3, resources={"gpu": 1}, lease_ms=900
+    )
+    gate = asyncio.Event()
+
+    @worker.task(resource="gpu")
+    async def train(ctx):
+        await ctx.progress(0.5, "epoch 1")
+        await gate.wait()
+
+    @worker.task
+    async def other(ctx):
+        await gate.wait()
+
+    a = await store.submit(name="train")
+    b = await store.submit(name="train")
+    c = await store.submit(name="other")
+    async with worker.background():
+        await eventually(lambda: len(worker.snapshot().calls) == 2)
+        await eventually(lambda: any(t.progress for s in worker.snapshot().calls for t in s.tasks))
+        await eventually(lambda: worker.snapshot().calls[0].last_heartbeat_ms is not None)
+        snap = worker.snapshot()
+        gate.set()
+        await finished(store, [a.id, b.id, c.id])
+    assert snap.state == "running" and snap.concurrency_used == 2 and snap.concurrency_limit == 3
+    names = {n.name: n for n in snap.names}
+    assert names["train"].calls_in_flight == 1 and names["train"].resource == "gpu"
+    assert names["other"].calls_in_flight == 1
+    (gpu,) = snap.resources
+    assert (gpu.capacity, gpu.held) == (1, 1) and gpu.holders[0].name == "train"
+    train_call = next(x for x in snap.calls if x.name == "train")
+    assert train_call.tasks[0].progress == 0.5 and train_call.tasks[0].message == "epoch 1"
+    assert train_call.lease_until_ms is not None and not train_call.lost
+    assert snap.tasks_claimed == 2 and snap.polls >= 1
+
+
+async def test_on_error_receives_claim_failures(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "t.db")
+    await store.connect()
+    reports = []
+    worker = Worker(
+        store, ["default"], poll_interval_ms=20, on_error=lambda e, info: reports.append(info)
+    )
+
+    @worker.task
+    async def noop(ctx):
+        return None
+
+    async with worker.background():
+        await eventually(lambda: worker.snapshot().polls >= 1)
+        await store.close()
+        await eventually(lambda: reports)
+    assert reports[0] == {"phase": "claim"}
+    (first, *_) = worker.snapshot().recent_errors
+    assert first.phase == "claim" and first.exception_type == StoreClosed.__name__
+    assert "Traceback" in first.traceback
+
+
+SERVE_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, sys
+    from engine import Worker
+
+    dialect, location, schema = sys.argv[1], sys.argv[2], sys.argv[3]
+    if dialect == "sqlite":
+        worker = Worker.sqlite(location, poll_interval_ms=20)
+    else:
+        worker = Worker.postgres(location, schema=schema, poll_interval_ms=20)
+
+    @worker.task
+    async def slow(ctx):
+        await asyncio.sleep(0.5)
+        return "drained"
+
+    print("ready", flush=True)
+    worker.serve()
+    print("stopped", flush=True)
+    """
+)
+
+
+async def test_serve_stops_on_sigterm_after_draining(
+    store: TaskStore, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    if store.dialect == "sqlite":
+        location, schema = str(tmp_path / "tasks.db"), "-"
+    else:
+        location, schema = request.getfixturevalue("pg_dsn"), request.getfixturevalue("pg_schema")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVE_SCRIPT, store.dialect, location, schema],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        task = await store.submit(name="slow")
+        for _ in range(500):
+            row = await store.get(task.id)
+            if row is not None and row.status == "running":
+                break
+            await asyncio.sleep(0.01)
+        assert row is not None and row.status == "running"  # SIGTERM lands mid-call
+        proc.send_signal(signal.SIGTERM)
+        out, _ = await asyncio.to_thread(proc.communicate, timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    assert out.strip() == "stopped"
+    done = await store.get(task.id)
+    assert done is not None and done.status == "succeeded" and done.result == "drained"
