@@ -266,3 +266,15 @@ async def test_reads_agree_across_sides(pair: Pair, producer: str, consumer: str
     # The delayed task is not claimable by either side yet.
     assert len(await down.claim(queues=["q"], worker_id="w", limit=10)) == 2
     assert await up.claim(queues=["q"], worker_id="w", limit=10) == []
+
+
+async def test_concurrent_same_key_submits_from_both_sides_make_one_task(pair: Pair) -> None:
+    # Both sides must serialise keyed submits on the same lock (on Postgres the
+    # advisory lock on hashtextextended(key, 0)), or two of these insert twice.
+    sides = [pair.engine, pair.peer] * 10
+    tasks = await asyncio.gather(
+        *(side.submit(name="job", payload={"i": i}, key="hot") for i, side in enumerate(sides))
+    )
+    assert len({task.id for task in tasks}) == 1
+    assert len(await pair.engine.list(name="job")) == 1
+    assert (await pair.peer.get_by_key("hot")).id == tasks[0].id
