@@ -1,0 +1,81 @@
+"""The backpressure gate (PROTOCOL.md §6.3) on both dialects: QueueFull with nothing
+enqueued, headroom coming back, child submits from handlers gated too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from worker_support import DIALECTS, connected, finished, open_store
+
+from engine import CairnQ, QueueFull, QueueGate, TaskStore, Worker
+
+
+@pytest.fixture(params=DIALECTS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
+    async for s in connected(open_store(request, tmp_path)):
+        yield s
+
+
+@pytest.mark.parametrize("limit", [0, -1, True, 1.5, "3", {"q": 0}, {"q": False}, {"": 3}])
+def test_gate_rejects_bad_limits(limit: object) -> None:
+    with pytest.raises(ValueError):
+        QueueGate(limit)  # type: ignore[arg-type]
+
+
+def test_gate_rejects_negative_wait() -> None:
+    with pytest.raises(ValueError):
+        QueueGate(3, max_queue_wait_ms=-1)
+
+
+async def test_queue_full_after_the_wait_with_nothing_enqueued(store: TaskStore) -> None:
+    client = CairnQ(store, max_queue_depth={"small": 3}, max_queue_wait_ms=300)
+    for i in range(3):
+        await client.submit("job", {"i": i}, queue="small")
+    for i in range(10):
+        await client.submit("job", {"i": i}, queue="other")  # not gated
+    with pytest.raises(QueueFull) as info:
+        await client.submit("job", {"i": 99}, queue="small")
+    assert (info.value.queue, info.value.max_depth) == ("small", 3)
+    assert info.value.waited_ms >= 300
+    assert (await client.stats("small"))["small"]["queued"] == 3
+
+
+async def test_headroom_returning_admits_a_waiting_submit(store: TaskStore) -> None:
+    client = CairnQ(store, max_queue_depth=2, max_queue_wait_ms=10_000)
+    first = await client.submit("job")
+    await client.submit("job")
+    pending = asyncio.ensure_future(client.submit("job"))
+    await asyncio.sleep(0.1)
+    assert not pending.done()
+    await client.cancel(first.id)  # a queued row leaves: headroom 1
+    third = await asyncio.wait_for(pending, 5)
+    assert third.status == "queued"
+
+
+async def test_child_submits_from_handlers_pass_the_gate(store: TaskStore) -> None:
+    worker = Worker(
+        store,
+        ["default"],
+        poll_interval_ms=20,
+        max_queue_depth={"children": 2},
+        max_queue_wait_ms=200,
+    )
+    outcomes: list[str] = []
+
+    @worker.task
+    async def spawn(ctx):
+        for i in range(3):
+            try:
+                await ctx.submit("child", {"i": i}, queue="children")
+                outcomes.append("queued")
+            except QueueFull:
+                outcomes.append("full")
+
+    task = await store.submit(name="spawn")
+    async with worker.background():
+        await finished(store, [task.id])
+    assert outcomes == ["queued", "queued", "full"]
