@@ -253,7 +253,6 @@ class PostgresStore(TaskStore):
                 max_size=self._max_size,
                 kwargs=self._connection_kwargs(),
                 configure=self._configure,
-                check=_check_idle,
                 open=False,
                 timeout=self._timeout_s * 2,
                 name=f"cairnq:{self.target}",
@@ -390,9 +389,18 @@ class PostgresStore(TaskStore):
             raise StoreClosed(f"store {self.target} is closed")
         self._inflight += 1
         try:
-            for attempt in (1, 2):
+            retried = discarded = 0
+            while True:
                 try:
                     async with pool.connection() as conn:
+                        if _terminated(conn):
+                            # Never used, so safe to skip even for writes; the
+                            # pool replaces a closed connection by itself.
+                            await conn.close()
+                            discarded += 1
+                            if discarded <= self._max_size:
+                                continue
+                            raise psycopg.OperationalError("every pooled connection was dead")
                         try:
                             return await work(conn)
                         except psycopg.OperationalError as exc:
@@ -401,9 +409,9 @@ class PostgresStore(TaskStore):
                             lost: BaseException = exc
                 except PoolTimeout as exc:
                     raise self._unavailable(exc) from exc
-                if not retry or attempt == 2:
+                if not retry or retried:
                     raise self._unavailable(lost) from lost
-            raise AssertionError("unreachable")
+                retried += 1
         finally:
             self._inflight -= 1
             if self._inflight == 0 and self._drained is not None:
@@ -811,15 +819,14 @@ class PostgresStore(TaskStore):
         return await self._owned_in("succeed", task_id, worker_id, result, write)
 
 
-async def _check_idle(conn: Conn) -> None:
-    """Pool check: an idle connection with unread input was most likely terminated.
+def _terminated(conn: Conn) -> bool:
+    """True if an idle pooled connection was most likely terminated.
 
     A backend killed by a restart or ``pg_terminate_backend`` sends its FATAL
-    notice and closes the socket; a zero-timeout ``select`` sees that without a
-    round trip, so the pool discards the connection instead of handing it out.
+    notice and closes the socket; an idle connection has nothing else to read,
+    so a zero-timeout ``select`` tells without a round trip.
     """
     if conn.closed or conn.broken:
-        raise psycopg.OperationalError("connection closed")
+        return True
     readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
-    if readable:
-        raise psycopg.OperationalError("idle connection has unread input (terminated?)")
+    return bool(readable)
