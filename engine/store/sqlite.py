@@ -25,16 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import collections
 import os
-import random
 import re
 import sqlite3
 import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -55,14 +52,13 @@ from engine.store._base import (
     check_names,
     check_queues,
 )
+from engine.store._sqlite_group import GroupCommit, backoff
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 _STATEMENT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _STATISTICS_EVERY_S = 60.0
-_BACKOFF_FIRST_S = 0.001
-_BACKOFF_MAX_S = 0.05
 
 
 def _sql(name: str) -> str:
@@ -132,17 +128,6 @@ def _claim_statement(
     }
 
 
-@dataclass(slots=True)
-class _Write:
-    """A single-statement write waiting for the group-commit flusher."""
-
-    sql: str
-    params: dict[str, Any]
-    future: asyncio.Future[tuple[int, sync.Rows]]
-    deadline: float
-    attempts: int = field(default=0)
-
-
 class SQLiteStore(TaskStore):
     """A cairnq database in one SQLite file (or in memory), shared with cairnq SDKs.
 
@@ -189,11 +174,10 @@ class SQLiteStore(TaskStore):
         # The reader is used from whichever thread calls; one user at a time.
         self._reader_lock = threading.Lock()
         self._connect_lock: asyncio.Lock | None = None
-        # Held across every writer-thread call that may open a transaction, and
-        # for a whole multi-step claim session, so nothing joins its transaction.
-        self._lock = asyncio.Lock()
-        self._pending: collections.deque[_Write] = collections.deque()
-        self._flusher: asyncio.Task[None] | None = None
+        # Held for a whole multi-step claim session, whose transaction stays open
+        # across several writer-thread calls: nothing else may join it.
+        self._session_lock = asyncio.Lock()
+        self._group: GroupCommit | None = None
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -290,6 +274,7 @@ class SQLiteStore(TaskStore):
             await conn.close()
             raise
         self._next_statistics = time.monotonic() + _STATISTICS_EVERY_S
+        self._group = GroupCommit(raw, self._poster(conn), self._locked_error)
         self._conn, self._raw = conn, raw
 
     async def close(self) -> None:
@@ -301,11 +286,11 @@ class SQLiteStore(TaskStore):
         if self._closed:
             return
         self._closed = True
-        while self._flusher is not None or self._inflight:
-            if self._flusher is not None:
-                await asyncio.wait([self._flusher])
-            else:
+        while self._inflight or (self._group is not None and not self._group.idle):
+            if self._inflight:
                 await self._idle.wait()
+            else:
+                await asyncio.sleep(0.001)  # the writer thread drains the last batch
         self.signals.release_all()
         if self._reader is not None:
             with self._reader_lock:
@@ -344,9 +329,24 @@ class SQLiteStore(TaskStore):
         )
 
     @staticmethod
-    def _backoff(attempt: int) -> float:
-        base = min(_BACKOFF_MAX_S, _BACKOFF_FIRST_S * (1 << min(attempt, 10)))
-        return base * random.uniform(0.5, 1.5)
+    def _poster(conn: aiosqlite.Connection) -> Callable[[Callable[[], None]], None]:
+        # Group commit must reach the writer thread synchronously, from inside
+        # the caller's step, so the thread starts on the first write while the
+        # loop is still preparing the next ones. aiosqlite's _execute is a
+        # coroutine (the put happens one step later), so this puts on the same
+        # private queue it uses; ``None`` = no future, aiosqlite accepts it.
+        tx = cast(Any, conn)._tx
+
+        def post(fn: Callable[[], None]) -> None:
+            tx.put_nowait((None, fn))
+
+        return post
+
+    async def _session_free(self) -> None:
+        """Wait until no claim session holds the connection's transaction."""
+        while self._session_lock.locked():
+            async with self._session_lock:
+                pass
 
     async def _retrying(self, fn: Callable[..., R], *args: Any) -> R:
         """Run ``fn(raw, *args)`` on the writer thread, backing off on ``Busy``.
@@ -362,15 +362,15 @@ class SQLiteStore(TaskStore):
             deadline = time.monotonic() + self._busy_timeout_ms / 1000
             attempt = 0
             while True:
+                await self._session_free()
                 try:
-                    async with self._lock:
-                        return await self._on_thread(conn, fn, raw, *args)
+                    return await self._on_thread(conn, fn, raw, *args)
                 except sync.Busy:
                     pass
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise self._locked_error()
-                await asyncio.sleep(min(self._backoff(attempt), remaining))
+                await asyncio.sleep(min(backoff(attempt), remaining))
                 attempt += 1
         finally:
             self._inflight -= 1
@@ -394,63 +394,10 @@ class SQLiteStore(TaskStore):
 
     async def _write(self, sql: str, params: dict[str, Any]) -> tuple[int, sync.Rows]:
         """A single-statement write through group commit; ``(now_ms, rows)`` after COMMIT."""
-        await self._ready()
-        loop = asyncio.get_running_loop()
-        item = _Write(
-            sql, params, loop.create_future(), time.monotonic() + self._busy_timeout_ms / 1000
-        )
-        self._pending.append(item)
-        if self._flusher is None:
-            self._flusher = loop.create_task(self._flush())
-        return await item.future
-
-    async def _flush(self) -> None:
-        """Drain the pending writes, one batch per writer-thread call."""
-        try:
-            attempt = 0
-            while self._pending:
-                batch = list(self._pending)
-                self._pending.clear()
-                assert self._conn is not None and self._raw is not None
-                conn, raw = self._conn, self._raw
-                work = [(w.sql, w.params) for w in batch]
-                try:
-                    async with self._lock:
-                        outcome = await self._on_thread(conn, sync.run_batch, raw, work)
-                except sync.Busy:
-                    outcome = None
-                except BaseException as exc:
-                    for w in batch:
-                        if not w.future.done():
-                            w.future.set_exception(exc)
-                    if isinstance(exc, asyncio.CancelledError):
-                        raise
-                    continue
-                if outcome is None:
-                    # Back at the head, in order; callers past their budget give up.
-                    now = time.monotonic()
-                    waiting = []
-                    for w in batch:
-                        if w.deadline <= now:
-                            w.future.set_exception(self._locked_error())
-                        elif not w.future.cancelled():
-                            waiting.append(w)
-                    self._pending.extendleft(reversed(waiting))
-                    if self._pending:
-                        soonest = min(w.deadline for w in self._pending) - now
-                        await asyncio.sleep(max(0.0, min(self._backoff(attempt), soonest)))
-                    attempt += 1
-                    continue
-                attempt = 0
-                for w, result in zip(batch, outcome, strict=True):
-                    if w.future.done():
-                        continue
-                    if isinstance(result, BaseException):
-                        w.future.set_exception(result)
-                    else:
-                        w.future.set_result(result)
-        finally:
-            self._flusher = None
+        if self._group is None or self._closed:
+            await self._ready()
+        assert self._group is not None
+        return await self._group.submit(sql, params, self._busy_timeout_ms / 1000)
 
     def _statistics_due(self) -> bool:
         # Reserve the slot first so concurrent callers do not all refresh.
@@ -714,22 +661,21 @@ class SQLiteStore(TaskStore):
         attempt = 0
         optimize = self._statistics_due()
         while True:
-            await self._lock.acquire()
-
+            await self._session_lock.acquire()
             try:
                 recovered = await self._on_thread(
                     conn, sync.begin_with, raw, recover, recover_params, optimize
                 )
                 break
             except sync.Busy:
-                self._lock.release()
+                self._end_session()
             except BaseException:
-                self._lock.release()
+                self._end_session()
                 raise
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise self._locked_error()
-            await asyncio.sleep(min(self._backoff(attempt), remaining))
+            await asyncio.sleep(min(backoff(attempt), remaining))
             attempt += 1
 
         async def draw(draw_names: Sequence[str] | None, limit: int) -> builtins.list[Task]:
@@ -751,9 +697,14 @@ class SQLiteStore(TaskStore):
                 await asyncio.shield(self._on_thread(conn, sync.rollback, raw))
                 raise
         finally:
-            self._lock.release()
+            self._end_session()
         self._announce_recovered(recovered)
         return value
+
+    def _end_session(self) -> None:
+        self._session_lock.release()
+        if self._group is not None:
+            self._group.kick()  # writes that queued up while the session held the thread
 
     # -- owned writes ----------------------------------------------------------------------
 
