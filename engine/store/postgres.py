@@ -464,12 +464,14 @@ class PostgresStore(TaskStore):
         key = new.key
 
         async def keyed(conn: Conn) -> tuple[Task, Task | None]:
-            async with conn.transaction():
+            canceling = None
+            # Pipelined: BEGIN, lock_key and the lookup go out in one round trip,
+            # the writes and COMMIT in a second.
+            async with conn.pipeline(), conn.transaction():
                 await conn.execute(_sql("lock_key"), {"key": key})
                 # get_key + get in one statement: a pointer to a purged task
                 # reads as no row, i.e. a free key (§4.3 step 5).
                 row = await (await conn.execute(_sql("get_by_key"), {"key": key})).fetchone()
-                replaced: Task | None = None
                 if row is not None:
                     existing = self._task(row)
                     if new.conflict == "reject":
@@ -480,14 +482,13 @@ class PostgresStore(TaskStore):
                     if existing.status == "succeeded" and new.conflict == "reuse-succeeded":
                         return existing, None
                     if live:
-                        cur = await conn.execute(_sql("cancel"), {"id": existing.id})
-                        canceled = await cur.fetchone()
-                        replaced = None if canceled is None else self._task(canceled)
-                cur = await conn.execute(_sql("insert_task"), params)
-                inserted = await cur.fetchone()
-                assert inserted is not None
+                        canceling = await conn.execute(_sql("cancel"), {"id": existing.id})
+                inserting = await conn.execute(_sql("insert_task"), params)
                 await conn.execute(_sql("upsert_key"), {"key": key, "task_id": new.id})
-            return self._task(inserted), replaced
+            inserted = await inserting.fetchone()
+            assert inserted is not None  # insert ... returning always yields the row
+            canceled = None if canceling is None else await canceling.fetchone()
+            return self._task(inserted), None if canceled is None else self._task(canceled)
 
         submitted, replaced = await self._run(keyed, write=True)
         self._after_write(replaced)
@@ -579,13 +580,13 @@ class PostgresStore(TaskStore):
         """lock_key, get_key, then ``name`` on the task the key points at."""
 
         async def work(conn: Conn) -> Task | None:
-            async with conn.transaction():
+            async with conn.pipeline(), conn.transaction():
                 await conn.execute(_sql("lock_key"), {"key": key})
                 pointer = await (await conn.execute(_sql("get_key"), {"key": key})).fetchone()
                 if pointer is None:
                     return None
                 cur = await conn.execute(_sql(name), {"id": pointer["task_id"], **params})
-                row = await cur.fetchone()
+            row = await cur.fetchone()
             return None if row is None else self._task(row)
 
         return await self._run(work, write=True)
@@ -646,12 +647,14 @@ class PostgresStore(TaskStore):
             probe = await cur.fetchone()
             if probe is None or not probe["has_work"]:
                 return False, None, []
-            async with conn.transaction():
-                cur = await conn.execute(
+            # Pipelined: BEGIN and recovery travel with the first draw; the
+            # recovered rows are read once the transaction is over.
+            async with conn.pipeline(), conn.transaction():
+                recovering = await conn.execute(
                     _sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON}
                 )
-                recovered = [self._task(r) for r in await cur.fetchall()]
                 value = await plan(lambda n, limit: draw(conn, n, limit))
+            recovered = [self._task(r) for r in await recovering.fetchall()]
             return True, value, recovered
 
         ran, value, recovered = await self._run(session, write=True)
