@@ -1,0 +1,205 @@
+"""Store benchmark: the same workload through the engine and through cairnq 0.15.1.
+
+Run from the repository root::
+
+    python bench/store_bench.py [--dialect sqlite|postgres|both] [--n N]
+
+Each side gets its own fresh database (on SQLite: its own new file) and the
+rows run in one process, one side after the other, with the engine and cairnq
+alternating which goes first per row so neither always gets the warmer cache.
+Both sides are driven through their store-level API (what workers use), so the
+figures compare storage paths, not client wrappers. Output: one table per
+dialect with operations per second for each side and the ratio engine/cairnq.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+CLAIM_LOOP_TASKS = 5_000
+CLAIM_BATCH = 64
+GATHER = 64
+
+#: ``open_pair(workdir)`` yields ``{"cairnq": store, "engine": store}``, both connected.
+OpenPair = Callable[[Path], contextlib.AbstractAsyncContextManager[dict[str, Any]]]
+
+
+@contextlib.asynccontextmanager
+async def sqlite_pair(workdir: Path) -> AsyncIterator[dict[str, Any]]:
+    """A fresh SQLite file for each side."""
+    import cairnq
+
+    from engine import SQLiteStore
+
+    peer = cairnq.CairnQ.sqlite(str(workdir / "cairnq.db"))
+    ours = SQLiteStore(workdir / "engine.db")
+    await peer.connect()
+    await ours.connect()
+    try:
+        yield {"cairnq": peer.store, "engine": ours}
+    finally:
+        await peer.close()
+        await ours.close()
+
+
+@contextlib.asynccontextmanager
+async def postgres_pair(workdir: Path) -> AsyncIterator[dict[str, Any]]:
+    """Placeholder for the Postgres side (one throwaway schema per side)."""
+    raise NotImplementedError(
+        "postgres mode is not written yet: add a postgres_pair() that opens "
+        "cairnq.CairnQ.postgres(...) and engine.PostgresStore(...) on two "
+        "throwaway schemas and yields them like sqlite_pair()"
+    )
+    yield {}  # pragma: no cover - makes this an async generator
+
+
+PAIRS: dict[str, OpenPair] = {"sqlite": sqlite_pair, "postgres": postgres_pair}
+
+
+async def _timed(ops: int, body: Callable[[], Awaitable[None]]) -> float:
+    start = time.perf_counter()
+    await body()
+    return ops / (time.perf_counter() - start)
+
+
+async def sequential_submit(store: Any, n: int) -> float:
+    async def body() -> None:
+        for i in range(n):
+            await store.submit(name="bench", payload={"i": i})
+
+    return await _timed(n, body)
+
+
+async def concurrent_submit(store: Any, n: int) -> float:
+    async def body() -> None:
+        for start in range(0, n, GATHER):
+            count = min(GATHER, n - start)
+            await asyncio.gather(
+                *(store.submit(name="bench", payload={"i": start + j}) for j in range(count))
+            )
+
+    return await _timed(n, body)
+
+
+async def _queued_ids(store: Any, n: int, name: str) -> list[str]:
+    ids = []
+    for start in range(0, n, GATHER):
+        count = min(GATHER, n - start)
+        tasks = await asyncio.gather(*(store.submit(name=name) for _ in range(count)))
+        ids.extend(t.id for t in tasks)
+    return ids
+
+
+async def get(store: Any, n: int) -> float:
+    ids = await _queued_ids(store, min(n, 500), "bench.get")
+
+    async def body() -> None:
+        for i in range(n):
+            await store.get(ids[i % len(ids)])
+
+    return await _timed(n, body)
+
+
+async def cancel(store: Any, n: int) -> float:
+    ids = await _queued_ids(store, n, "bench.cancel")
+
+    async def body() -> None:
+        for task_id in ids:
+            await store.cancel(task_id)
+
+    return await _timed(n, body)
+
+
+async def purge(store: Any, n: int) -> float:
+    """Rows deleted per second, in purges of 100 (the tasks are canceled first)."""
+    for task_id in await _queued_ids(store, n, "bench.purge"):
+        await store.cancel(task_id)
+    await asyncio.sleep(0.002)  # purge's cutoff is strict: let the clock pass
+
+    async def body() -> None:
+        while len(await store.purge(older_than_ms=0, name="bench.purge", limit=100)) == 100:
+            pass
+
+    return await _timed(n, body)
+
+
+async def claim_complete(store: Any, n: int) -> float:
+    """Tasks per second through claim(limit=64) + a gather of completes."""
+    await _queued_ids(store, CLAIM_LOOP_TASKS, "bench.claim")
+
+    async def body() -> None:
+        done = 0
+        while done < CLAIM_LOOP_TASKS:
+            claimed = await store.claim(
+                queues=["default"],
+                worker_id="worker_bench",
+                limit=CLAIM_BATCH,
+                names=["bench.claim"],
+            )
+            if not claimed:
+                raise RuntimeError(f"claim came back empty after {done} tasks")
+            await asyncio.gather(
+                *(
+                    store.complete(task_id=t.id, worker_id="worker_bench", result={"ok": 1})
+                    for t in claimed
+                )
+            )
+            done += len(claimed)
+
+    return await _timed(CLAIM_LOOP_TASKS, body)
+
+
+ROWS: list[tuple[str, Callable[[Any, int], Awaitable[float]]]] = [
+    ("sequential submit", sequential_submit),
+    (f"{GATHER} concurrent submits (gather)", concurrent_submit),
+    ("get", get),
+    ("cancel", cancel),
+    ("purge (rows/s, limit 100)", purge),
+    (f"claim(limit={CLAIM_BATCH}) + complete, {CLAIM_LOOP_TASKS} tasks", claim_complete),
+]
+
+
+async def run_dialect(dialect: str, n: int) -> list[tuple[str, float, float]]:
+    """Every row on both sides; ``(row, cairnq ops/s, engine ops/s)``."""
+    results = []
+    with tempfile.TemporaryDirectory(prefix=f"store-bench-{dialect}-") as tmp:
+        for index, (label, row) in enumerate(ROWS):
+            workdir = Path(tmp) / f"row{index}"
+            workdir.mkdir()
+            async with PAIRS[dialect](workdir) as stores:
+                order = ["cairnq", "engine"] if index % 2 == 0 else ["engine", "cairnq"]
+                rates = {side: await row(stores[side], n) for side in order}
+            results.append((label, rates["cairnq"], rates["engine"]))
+    return results
+
+
+def print_table(dialect: str, n: int, results: list[tuple[str, float, float]]) -> None:
+    width = max(len(label) for label, _, _ in results)
+    print(f"\n{dialect} (n={n}; ops/s, higher is better)")
+    print(f"{'row':<{width}}  {'cairnq':>10}  {'engine':>10}  {'ratio':>6}")
+    for label, peer, ours in results:
+        print(f"{label:<{width}}  {peer:>10,.0f}  {ours:>10,.0f}  {ours / peer:>5.1f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dialect", choices=["sqlite", "postgres", "both"], default="sqlite")
+    parser.add_argument("--n", type=int, default=2_000, help="operations per row (default 2000)")
+    args = parser.parse_args()
+    dialects = ["sqlite", "postgres"] if args.dialect == "both" else [args.dialect]
+    for dialect in dialects:
+        print_table(dialect, args.n, asyncio.run(run_dialect(dialect, args.n)))
+
+
+if __name__ == "__main__":
+    main()
