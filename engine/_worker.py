@@ -556,6 +556,8 @@ class Worker:
         self._call_ids = itertools.count(1)
         self._by_resource: dict[str, int] = {}
         self._bytes = 0
+        # Calls whose handler returned and whose settlement writes are in flight.
+        self._settling = 0
         self._errors: deque[ErrorReport] = deque(maxlen=_RECENT_REPORTS)
         self._failures: deque[ErrorReport] = deque(maxlen=_RECENT_REPORTS)
         self._polls = 0
@@ -864,7 +866,9 @@ class Worker:
         self._state = "running"
         free = self._limit - len(self._calls)
         over_budget = self._max_bytes is not None and self._calls and self._bytes >= self._max_bytes
-        if free <= 0 or over_budget:
+        # While settlement writes are in flight more slots are about to free:
+        # waiting for them turns many one-slot polls into one full poll.
+        if free <= 0 or over_budget or self._settling:
             await self._wait_wakeup()
             return
         if not self._registrations:
@@ -1014,6 +1018,7 @@ class Worker:
 
     async def _run_call(self, call: _Call) -> None:
         self._arm_heartbeat(call)
+        settle: Awaitable[None] | None = None
         try:
             if self._max_run_ms is None:
                 outcome: Any = await self._invoke(call)
@@ -1028,10 +1033,9 @@ class Worker:
             for ctx in call.contexts:
                 if not ctx.settled:
                     ctx.mark_lost()
-            return
         except TaskError as exc:
             self._record_failure(call, exc)
-            await self._settle_failed(call, exc.envelope(), exc.retryable)
+            settle = self._settle_failed(call, exc.envelope(), exc.retryable)
         except Exception as exc:
             self._record_failure(call, exc)
             envelope = {
@@ -1041,11 +1045,19 @@ class Worker:
                 "retryable": True,
                 "details": {},
             }
-            await self._settle_failed(call, envelope, True)
+            settle = self._settle_failed(call, envelope, True)
         else:
-            await self._settle_returned(call, outcome)
+            settle = self._settle_returned(call, outcome)
         finally:
-            self._release(call)
+            if settle is None:
+                self._release(call)
+        if settle is not None:
+            self._settling += 1
+            try:
+                await settle
+            finally:
+                self._settling -= 1
+                self._release(call)
 
     def _record_failure(self, call: _Call, exc: BaseException) -> None:
         self._failures.append(_report_of(exc, f"handler {call.name}", call.contexts[0].task_id))
