@@ -340,12 +340,13 @@ def open_database(
         conn.execute(f"pragma busy_timeout = {int(busy_timeout_ms)}")
         # Reading the schema is the first real access: a file that is not a
         # database fails here, before anything is written.
-        existing = _table_exists(conn, "cairnq_meta")
-        if existing:
-            version = read_protocol_version(conn, protocol_version_sql)
-            if version not in (0, 1):
+        if _table_exists(conn, "cairnq_meta"):
+            # A recorded version other than 1 is refused before anything is
+            # written; a missing row is judged after migrating (it seeds one).
+            row = conn.execute(protocol_version_sql).fetchone()
+            if row is not None and row[0] != "1":
                 raise ProtocolVersionMismatch(
-                    f"{target} speaks cairnq protocol {version}; this engine speaks 1"
+                    f"{target} speaks cairnq protocol {row[0]!r}; this engine speaks 1"
                 )
         if not memory and not read_only:
             _enable_wal(conn)
