@@ -54,13 +54,34 @@ async def sqlite_pair(workdir: Path) -> AsyncIterator[dict[str, Any]]:
 
 @contextlib.asynccontextmanager
 async def postgres_pair(workdir: Path) -> AsyncIterator[dict[str, Any]]:
-    """Placeholder for the Postgres side (one throwaway schema per side)."""
-    raise NotImplementedError(
-        "postgres mode is not written yet: add a postgres_pair() that opens "
-        "cairnq.CairnQ.postgres(...) and engine.PostgresStore(...) on two "
-        "throwaway schemas and yields them like sqlite_pair()"
-    )
-    yield {}  # pragma: no cover - makes this an async generator
+    """One throwaway schema per side, dropped afterwards.
+
+    The server comes from ``CAIRNQ_TEST_PG_DSN`` (default: the local test server).
+    """
+    import os
+    import uuid
+
+    import cairnq
+    import psycopg
+
+    from engine import PostgresStore
+
+    dsn = os.environ.get("CAIRNQ_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+    tag = uuid.uuid4().hex[:8]
+    schemas = {"cairnq": f"bench_cairnq_{tag}", "engine": f"bench_engine_{tag}"}
+    peer = cairnq.CairnQ.postgres(dsn, schema=schemas["cairnq"])
+    ours = PostgresStore(dsn, schema=schemas["engine"])
+    try:
+        # Both sides create their schema on connect.
+        await peer.connect()
+        await ours.connect()
+        yield {"cairnq": peer.store, "engine": ours}
+    finally:
+        await peer.close()
+        await ours.close()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for schema in schemas.values():
+                conn.execute(f'drop schema if exists "{schema}" cascade')
 
 
 PAIRS: dict[str, OpenPair] = {"sqlite": sqlite_pair, "postgres": postgres_pair}
