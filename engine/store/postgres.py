@@ -210,6 +210,7 @@ class PostgresStore(TaskStore):
 
     @property
     def read_only(self) -> bool:
+        """True if opened ``read_only=True`` (writes are refused locally)."""
         return self._read_only
 
     async def connect(self) -> None:
