@@ -1,0 +1,289 @@
+"""The console application: one store, live views, and controls that ask first.
+
+Database work runs only in workers (``@work(..., exit_on_error=False)``) that post
+messages; handlers draw. The refresh loop arms its next tick only after the
+previous result was drawn, skips ticks while a dialog is open or the operator
+paused it, and is woken early by the engine's watch signals (NOTIFY on
+Postgres). A failed read becomes a notification and the next tick tries again,
+which is also how the console reconnects once the database is back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.screen import ModalScreen
+from textual.timer import Timer
+from textual.worker import Worker, WorkerState
+
+from cairnq_tui import keymap
+from cairnq_tui.clock import Clock, system_clock
+from cairnq_tui.commands import ConsoleCommands
+from cairnq_tui.controls import Controls
+from cairnq_tui.formatting import clean
+from cairnq_tui.messages import ControlFinished, DatabaseWoke, DataMessage, StoreConnected
+from cairnq_tui.screens.help import HelpScreen
+from cairnq_tui.screens.main import MainScreen
+from cairnq_tui.target import Target, redact
+from cairnq_tui.widgets.status_bar import StatusBar
+from engine import CairnQ, Inspector, TaskStore, WatchSignal
+
+#: The least time between two refreshes that watch signals may trigger.
+EARLY_REFRESH_GAP_S = 0.25
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What ``cairnq-tui launch`` was asked for."""
+
+    target: Target
+    read_only: bool = False
+    queues: tuple[str, ...] = ()
+    refresh_s: float = 1.0
+    theme: str | None = None
+    notice: str | None = None
+    max_depth: dict[str, int] = field(default_factory=dict)
+    #: Counts that may cost up to the cap run every this many ticks.
+    slow_every: int = 5
+
+
+class ConsoleApp(App[None]):
+    """The cairnq console over one store."""
+
+    CSS_PATH = Path(__file__).parent / "app.tcss"
+    TITLE = "cairnq console"
+    BINDINGS = keymap.APP
+    COMMANDS = App.COMMANDS | {ConsoleCommands}
+
+    def __init__(
+        self, store: TaskStore, settings: Settings, *, clock: Clock = system_clock
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+        self.client = CairnQ(store)
+        self.inspector = Inspector(store, clock=clock)
+        self.controls = Controls(self)
+        self.read_only = settings.read_only
+        self.connected = False
+        self.meta: dict[str, str] = {}
+        self.names: list[str] = []
+        self.known_queues: list[str] = []
+        self.paused = False
+        self.ticks = 0
+        self._timer: Timer | None = None
+        self._in_flight = False
+        self._again = False
+        self._last_done = 0.0
+        self._unwatch: Any = None
+        if settings.theme:
+            self.theme = settings.theme
+
+    # -- layout ------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self.push_screen(MainScreen())
+        self.connect_store()
+
+    def status_bar(self) -> StatusBar | None:
+        """The status bar of the main screen (None before it is composed)."""
+        for screen in self.screen_stack:
+            if isinstance(screen, MainScreen):
+                return screen.query_one(StatusBar)
+        return None
+
+    def compose(self) -> ComposeResult:
+        return iter(())
+
+    # -- connection ------------------------------------------------------------------------
+
+    @work(exclusive=True, group="connect", exit_on_error=False)
+    async def connect_store(self) -> None:
+        await self.store.connect()
+        meta = await self.inspector.meta()
+        names = await self.inspector.names()
+        queues = await self.inspector.queues()
+        if self._unwatch is None:
+            self._unwatch = self.client.watch(
+                self._on_signal, queues=list(self.settings.queues) or None, poll_ms=3_600_000
+            )
+        self.post_message(StoreConnected(meta=meta, names=names, queues=queues))
+
+    def _on_signal(self, signal: WatchSignal) -> None:
+        # May run on another thread (a worker on its own loop): post_message is safe.
+        if signal.reason != "poll":
+            self.post_message(DatabaseWoke(signal.reason))
+
+    def on_store_connected(self, message: StoreConnected) -> None:
+        self.connected = True
+        self.meta = message.meta
+        self.names = message.names
+        self.known_queues = message.queues
+        for screen in self.screen_stack:
+            if isinstance(screen, MainScreen):
+                screen.store_connected(message)
+        bar = self.status_bar()
+        if bar is not None:
+            bar.versions = (
+                f"protocol v{message.meta.get('protocol_version', '?')} · "
+                f"schema v{message.meta.get('schema_version', '?')}"
+            )
+        if self.settings.notice:
+            self.notify(self.settings.notice, title="New database")
+        self.refresh_now()
+
+    async def on_unmount(self) -> None:
+        if self._unwatch is not None:
+            self._unwatch()
+        await self.store.close()
+
+    # -- refresh loop ------------------------------------------------------------------------
+
+    @property
+    def dialog_open(self) -> bool:
+        return isinstance(self.screen, ModalScreen)
+
+    def refresh_state(self) -> str:
+        if not self.connected:
+            return "connecting"
+        if self.paused:
+            return "paused (p resumes)"
+        if self.dialog_open:
+            return "paused while a dialog is open"
+        return f"live · every {self.settings.refresh_s:g}s"
+
+    def refresh_now(self, *, force: bool = False) -> None:
+        """Start a refresh of the visible view now (or right after the running one)."""
+        if self._in_flight and not force:
+            self._again = True
+            return
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        if not self.connected:
+            return
+        if self.paused or self.dialog_open:
+            self._show_state()
+            self._arm(self.settings.refresh_s)
+            return
+        view = self.active_view()
+        if view is None:
+            self._arm(self.settings.refresh_s)
+            return
+        self._in_flight = True
+        self._again = False
+        self.ticks += 1
+        view.refresh_data()
+
+    def active_view(self) -> Any:
+        """The view that refreshes: the detail screen if shown, else the visible tab."""
+        screen = self.screen
+        if hasattr(screen, "refresh_data"):
+            return screen
+        for candidate in reversed(self.screen_stack):
+            if isinstance(candidate, MainScreen):
+                return candidate.active_view()
+        return None
+
+    def refresh_drawn(self, message: DataMessage) -> None:
+        """A view drew a refresh result: record its cost and arm the next tick."""
+        self._in_flight = False
+        self._last_done = time.monotonic()
+        bar = self.status_bar()
+        if bar is not None:
+            bar.cost_ms = message.cost_ms
+        self._show_state()
+        delay = 0.0 if self._again else self.settings.refresh_s
+        self.call_after_refresh(self._arm, delay)
+
+    def _arm(self, delay: float) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_timer(max(delay, 0.001), self.refresh_now)
+
+    def _show_state(self, state: str | None = None) -> None:
+        bar = self.status_bar()
+        if bar is not None:
+            bar.state = state or self.refresh_state()
+
+    def on_database_woke(self, message: DatabaseWoke) -> None:
+        if not self.connected or self.paused:
+            return
+        wait = EARLY_REFRESH_GAP_S - (time.monotonic() - self._last_done)
+        if self._in_flight:
+            self._again = True
+        elif wait <= 0:
+            self.refresh_now()
+        else:
+            self._arm(wait)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one place a failed worker becomes a notification."""
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        text = redact(clean(f"{type(error).__name__}: {error}"))
+        group = event.worker.group
+        if group == "connect":
+            self._show_state("error: cannot connect (retrying)")
+            self.notify(text, title="Cannot open the database", severity="error")
+            self.set_timer(max(self.settings.refresh_s, 1.0), self.connect_store)
+            return
+        if group == "refresh":
+            self._in_flight = False
+            self._show_state("error (retrying)")
+            self.notify(text, title="Refresh failed", severity="error", timeout=4)
+            self._arm(max(self.settings.refresh_s, 1.0))
+            return
+        self.notify(text, title="Failed", severity="error")
+
+    # -- actions --------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.read_only and action in keymap.CONTROL_ACTIONS:
+            return None  # shown dimmed in the footer, does nothing
+        return True
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(read_only=self.read_only))
+
+    def action_show_view(self, name: str) -> None:
+        while not isinstance(self.screen, MainScreen) and len(self.screen_stack) > 1:
+            self.pop_screen()
+        if isinstance(self.screen, MainScreen):
+            self.screen.show_view(name)
+            self.refresh_now(force=True)
+
+    def action_toggle_pause(self) -> None:
+        self.paused = not self.paused
+        self._show_state()
+        if not self.paused:
+            self.refresh_now()
+
+    def action_refresh_now(self) -> None:
+        self.refresh_now(force=True)
+
+    def action_submit(self) -> None:
+        self.controls.submit()
+
+    def action_purge(self) -> None:
+        self.controls.purge()
+
+    def action_cancel_by_key_prompt(self) -> None:
+        self.controls.cancel_by_key()
+
+    def action_retry_by_key_prompt(self) -> None:
+        self.controls.retry_by_key()
+
+    def on_control_finished(self, message: ControlFinished) -> None:
+        self.notify(clean(message.summary), severity=message.severity)  # type: ignore[arg-type]
+        if message.open_task or message.follow_key:
+            self.controls.open_task(message.open_task, follow_key=message.follow_key)
+        self.refresh_now(force=True)

@@ -1,0 +1,134 @@
+"""How values look on screen: ages, countdowns, bars, status colours, safe text.
+
+Everything read from the database is shown through ``safe_text``: a task's name,
+message or payload may hold terminal escapes or Rich markup (``[bold]``), and the
+console must show those characters, never interpret them.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+
+from rich.text import Text
+
+STATUS_STYLES = {
+    "queued": "cyan",
+    "running": "bold yellow",
+    "succeeded": "green",
+    "failed": "bold red",
+    "canceled": "magenta",
+}
+SPARK_BARS = "▁▂▃▄▅▆▇█"
+
+
+def _visible(char: str) -> str:
+    # Control characters (C0, C1, DEL) would drive the terminal: show their code.
+    if unicodedata.category(char) == "Cc" and char not in "\t":
+        return f"\\x{ord(char):02x}"
+    return char
+
+
+def clean(value: object) -> str:
+    """``value`` as a one-line string with every control character made visible."""
+    text = "" if value is None else str(value)
+    if text.isprintable():
+        return text
+    return "".join(_visible(c) for c in text.replace("\n", "⏎"))
+
+
+def safe_text(value: object, style: str = "", *, limit: int | None = None) -> Text:
+    """Literal text for a cell: never parsed as markup, control characters shown."""
+    text = clean(value)
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return Text(text, style=style, no_wrap=True, overflow="ellipsis")
+
+
+def status_text(status: str | None) -> Text:
+    """A status in its colour (an unknown one is shown literally, unstyled)."""
+    if status is None:
+        return Text("—", style="dim")
+    return safe_text(status, STATUS_STYLES.get(status, ""))
+
+
+def duration(ms: int) -> str:
+    """A compact duration: ``850ms``, ``12.3s``, ``4m05s``, ``3h12m``, ``2d04h``."""
+    ms = abs(ms)
+    if ms < 1_000:
+        return f"{ms}ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f}s"
+    s = ms // 1000
+    if s < 3_600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86_400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def age(then_ms: int | None, now_ms: int) -> str:
+    """How long ago ``then_ms`` was (``—`` for none)."""
+    if then_ms is None:
+        return "—"
+    return duration(now_ms - then_ms) if now_ms >= then_ms else "in " + duration(then_ms - now_ms)
+
+
+def due_in(run_at_ms: int, now_ms: int) -> Text:
+    """``due`` when the time has come, else the wait left."""
+    if run_at_ms <= now_ms:
+        return Text("due", style="dim")
+    return Text("in " + duration(run_at_ms - now_ms), style="cyan")
+
+
+def lease_left(lease_until_ms: int | None, now_ms: int) -> Text:
+    """A lease countdown; an expired lease is flagged as awaiting recovery."""
+    if lease_until_ms is None:
+        return Text("—", style="dim")
+    left = lease_until_ms - now_ms
+    if left > 0:
+        return Text(duration(left), style="yellow" if left < 5_000 else "")
+    return Text(f"expired {duration(-left)} ago — awaiting recovery", style="bold red")
+
+
+def progress_bar(progress: float | None, width: int = 10) -> Text:
+    """A text progress bar with its percentage."""
+    if progress is None:
+        return Text("—", style="dim")
+    value = min(max(float(progress), 0.0), 1.0)
+    filled = round(value * width)
+    return Text.assemble(
+        ("█" * filled, "green"), ("░" * (width - filled), "dim"), f" {value * 100:3.0f}%"
+    )
+
+
+def sparkline(values: Sequence[int]) -> Text:
+    """One bar per value, scaled to the largest (all-zero stays flat)."""
+    top = max(values, default=0)
+    if top <= 0:
+        return Text(SPARK_BARS[0] * len(values), style="dim")
+    bars = "".join(SPARK_BARS[min(7, round(v / top * 7))] for v in values)
+    return Text(bars, style="green")
+
+
+def parse_duration_ms(text: str) -> int:
+    """``"90"`` (ms), ``"1.5s"``, ``"10m"``, ``"2h"``, ``"7d"`` -> ms.
+
+    Raises:
+        ValueError: not a non-negative duration.
+    """
+    units = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+    raw = text.strip().lower()
+    for suffix in ("ms", "s", "m", "h", "d"):
+        if raw.endswith(suffix):
+            number, factor = raw[: -len(suffix)], units[suffix]
+            break
+    else:
+        number, factor = raw, 1
+    try:
+        value = float(number)
+    except ValueError:
+        raise ValueError(f"not a duration: {text!r} (try 500ms, 30s, 10m, 2h, 7d)") from None
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"a duration must be >= 0, got {text!r}")
+    return int(value * factor)

@@ -1,0 +1,108 @@
+"""Every key binding of the console, in one place.
+
+Widgets take their ``BINDINGS`` from here; the help screen and the command
+palette read the same tables, so what the footer shows, what ``?`` lists and
+what ctrl+p offers cannot drift apart. ``CONTROL_ACTIONS`` are the writes that
+``--read-only`` disables.
+"""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+
+APP = [
+    Binding("q", "quit", "Quit"),
+    Binding("question_mark", "help", "Help", key_display="?"),
+    Binding("1", "show_view('tasks')", "Tasks", show=False),
+    Binding("2", "show_view('queues')", "Queues", show=False),
+    Binding("3", "show_view('leases')", "Leases", show=False),
+    Binding("4", "show_view('keys')", "Keys", show=False),
+    Binding("p", "toggle_pause", "Pause"),
+    Binding("ctrl+r", "refresh_now", "Refresh", show=False),
+    Binding("n", "submit", "Submit"),
+    Binding("P", "purge", "Purge", key_display="P"),
+]
+
+TASKS = [
+    Binding("enter", "open_task", "Detail", show=False),
+    Binding("space", "toggle_select", "Select"),
+    Binding("c", "cancel", "Cancel"),
+    Binding("C", "cancel_matching", "Cancel all", key_display="C"),
+    Binding("r", "retry", "Retry"),
+    Binding("R", "retry_matching", "Retry all", key_display="R"),
+    Binding("e", "replace", "Replace"),
+    Binding("left_square_bracket", "page_newer", "Newer", key_display="["),
+    Binding("right_square_bracket", "page_older", "Older", key_display="]"),
+    Binding("slash", "focus_search", "Search", key_display="/"),
+    Binding("f", "focus_filters", "Filter", show=False),
+    Binding("escape", "clear", "Clear", show=False),
+]
+
+QUEUES = [
+    Binding("enter", "open_queue", "Tasks of queue"),
+]
+
+LEASES = [
+    Binding("enter", "open_task", "Detail"),
+    Binding("c", "cancel", "Cancel"),
+]
+
+KEYS = [
+    Binding("enter", "open_task", "Detail", show=False),
+    Binding("w", "follow", "Follow key"),
+    Binding("c", "cancel_by_key", "Cancel by key"),
+    Binding("r", "retry_by_key", "Retry by key"),
+    Binding("e", "replace", "Replace"),
+    Binding("left_square_bracket", "page_newer", "Prev", key_display="["),
+    Binding("right_square_bracket", "page_older", "Next", key_display="]"),
+    Binding("slash", "focus_search", "Search", key_display="/"),
+    Binding("escape", "stop_follow", "Stop following", show=False),
+]
+
+DETAIL = [
+    Binding("escape", "back", "Back"),
+    Binding("c", "cancel", "Cancel"),
+    Binding("r", "retry", "Retry"),
+    Binding("e", "replace", "Replace"),
+]
+
+CONFIRM = [
+    Binding("escape", "dismiss_none", "Back"),
+    Binding("y", "confirm", "Confirm"),
+]
+
+DIALOG = [Binding("escape", "dismiss_none", "Back")]
+
+SUBMIT = [
+    Binding("escape", "dismiss_none", "Back"),
+    Binding("ctrl+s", "submit", "Submit"),
+]
+
+HELP = [Binding("escape,question_mark,q", "dismiss", "Close")]
+
+#: (section title, bindings) as the help screen lists them.
+SECTIONS = [
+    ("Everywhere", APP),
+    ("Tasks view", TASKS),
+    ("Queues view", QUEUES),
+    ("Leases view", LEASES),
+    ("Keys view", KEYS),
+    ("Task detail", DETAIL),
+]
+
+#: Actions that write to the database: disabled (and shown dimmed) in read-only mode.
+CONTROL_ACTIONS = frozenset(
+    {
+        "submit",
+        "purge",
+        "cancel",
+        "cancel_matching",
+        "retry",
+        "retry_matching",
+        "replace",
+        "cancel_by_key",
+        "retry_by_key",
+        "cancel_by_key_prompt",
+        "retry_by_key_prompt",
+    }
+)

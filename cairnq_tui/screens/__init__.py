@@ -1,0 +1,1 @@
+"""Screens and dialogs: the main tabbed screen, task detail, help, and the control dialogs."""

@@ -1,0 +1,220 @@
+"""The task detail: every field, JSON as collapsible trees, lineage, and why it waits.
+
+Opened on a task id, or on a key (after a replace): then every refresh resolves
+the key anew, so the screen follows the key to the new task. The lease
+countdown is redrawn every second from the clock between refreshes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Collapsible, Footer, Header, Static
+
+from cairnq_tui import keymap
+from cairnq_tui.explain import clock_time, why_not_running
+from cairnq_tui.formatting import age, clean, lease_left, progress_bar, safe_text, status_text
+from cairnq_tui.messages import DetailRefreshed
+from cairnq_tui.widgets.json_tree import JsonTree
+from cairnq_tui.widgets.status_bar import StatusBar
+from engine import TaskDetail
+
+JSON_FIELDS = ("payload", "result", "error", "metadata")
+
+
+def _when(ms: int | None, now: int) -> Text:
+    if ms is None:
+        return Text("—", style="dim")
+    return Text(f"{clock_time(ms)}  ({age(ms, now)}{' ago' if ms <= now else ''})")
+
+
+class TaskDetailScreen(Screen[None]):
+    """Live detail of one task (or of whatever a key points at)."""
+
+    BINDINGS = keymap.DETAIL
+
+    def __init__(self, task_id: str | None, *, follow_key: str | None = None) -> None:
+        super().__init__()
+        self.task_id = task_id
+        self.follow_key = follow_key
+        self.detail: TaskDetail | None = None
+        self.missing = False
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        with VerticalScroll(id="detail"):
+            yield Static("", id="detail-title")
+            yield Static("", id="why")
+            yield Static("", id="fields")
+            yield Static("", id="lineage")
+            for name in JSON_FIELDS:
+                with Collapsible(title=name, collapsed=name == "metadata", id=f"c-{name}"):
+                    yield JsonTree(name, id=f"json-{name}")
+        yield StatusBar()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        app: Any = self.app
+        bar = self.query_one(StatusBar)
+        main_bar = app.status_bar()
+        if main_bar is not None:
+            bar.target, bar.dialect, bar.versions = (
+                main_bar.target,
+                main_bar.dialect,
+                main_bar.versions,
+            )
+        bar.read_only = app.read_only
+        self.set_interval(1.0, self.draw)
+        self.draw()
+
+    def show_task(self, task_id: str | None, *, follow_key: str | None = None) -> None:
+        """Switch to another task (or key) without stacking another screen."""
+        self.task_id, self.follow_key = task_id, follow_key
+        self.detail = None
+        self.draw()
+
+    # -- refresh ------------------------------------------------------------------------------
+
+    def refresh_data(self) -> None:
+        self.load(self.task_id, self.follow_key)
+
+    @work(exclusive=True, group="refresh", exit_on_error=False)
+    async def load(self, task_id: str | None, follow_key: str | None) -> None:
+        started = time.perf_counter()
+        app: Any = self.app
+        if follow_key is not None:
+            task = await app.client.get_by_key(follow_key)
+            task_id = task.id if task is not None else task_id
+        detail = await app.inspector.task_detail(task_id) if task_id else None
+        cost = (time.perf_counter() - started) * 1000
+        self.post_message(DetailRefreshed(cost, detail))
+
+    def on_detail_refreshed(self, message: DetailRefreshed) -> None:
+        message.stop()
+        app: Any = self.app
+        self.missing = message.detail is None
+        if message.detail is not None:
+            self.detail = message.detail
+            self.task_id = message.detail.task.id
+        bar = self.query_one(StatusBar)
+        bar.cost_ms = message.cost_ms
+        bar.state = app.refresh_state()
+        self.draw()
+        app.refresh_drawn(message)
+
+    def draw(self) -> None:
+        app: Any = self.app
+        now = app.clock()
+        title = self.query_one("#detail-title", Static)
+        if self.detail is None:
+            what = f"key {clean(self.follow_key)!r}" if self.follow_key else clean(self.task_id)
+            title.update(
+                Text(f"{'Not found: ' if self.missing else 'Loading '}{what}", style="bold")
+            )
+            return
+        d = self.detail
+        t = d.task
+        title.update(
+            Text.assemble(
+                (t.id, "bold"),
+                "  ",
+                safe_text(t.name, "bold cyan"),
+                "  ",
+                status_text(t.status),
+                (
+                    f"  following key {clean(self.follow_key)!r}" if self.follow_key else "",
+                    "italic",
+                ),
+            )
+        )
+        self.query_one("#why", Static).update(
+            Text.assemble(("Why: ", "bold"), Text(why_not_running(t, now)))
+        )
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column()
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column()
+        pairs: list[tuple[str, Text]] = [
+            ("queue", safe_text(t.queue)),
+            ("status", status_text(t.status)),
+            ("attempt", Text(f"{t.attempt} of {t.max_attempts}")),
+            ("priority", Text(str(t.priority))),
+            ("worker", safe_text(t.worker_id or "—")),
+            (
+                "lease left",
+                lease_left(t.lease_until_ms, now)
+                if t.status == "running"
+                else Text("—", style="dim"),
+            ),
+            ("progress", progress_bar(t.progress)),
+            ("message", safe_text(t.message or "—")),
+            ("created", _when(t.created_at_ms, now)),
+            ("updated", _when(t.updated_at_ms, now)),
+            ("run at", _when(t.run_at_ms, now)),
+            ("completed", _when(t.completed_at_ms, now)),
+            ("lease until", _when(t.lease_until_ms, now)),
+            ("cancel requested", _when(t.cancel_requested_at_ms, now)),
+            ("correlation", safe_text(t.correlation_id or "—")),
+            ("key", safe_text(", ".join(d.keys) if d.keys else "—")),
+        ]
+        for i in range(0, len(pairs), 2):
+            (a, va), (b, vb) = pairs[i], pairs[i + 1]
+            grid.add_row(a, va, b, vb)
+        self.query_one("#fields", Static).update(grid)
+        lineage = Text()
+        lineage.append("parent ", "bold")
+        lineage.append(
+            f"{d.parent.id} ({d.parent.status})" if d.parent else clean(t.parent_id or "—")
+        )
+        lineage.append("   root ", "bold")
+        lineage.append(
+            "itself"
+            if t.root_id == t.id
+            else f"{d.root.id} ({d.root.status})"
+            if d.root
+            else clean(t.root_id or "—")
+        )
+        lineage.append(f"   children ({len(d.children)}{'+' if d.children_capped else ''})", "bold")
+        for child in d.children[:10]:
+            lineage.append("\n  ")
+            lineage.append_text(
+                Text.assemble(
+                    child.id, "  ", safe_text(child.name), "  ", status_text(child.status)
+                )
+            )
+        self.query_one("#lineage", Static).update(lineage)
+        for name in JSON_FIELDS:
+            self.query_one(f"#json-{name}", JsonTree).show(getattr(t, name))
+
+    # -- actions ---------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        app: Any = self.app
+        if app.read_only and action in keymap.CONTROL_ACTIONS:
+            return None
+        return True
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_cancel(self) -> None:
+        if self.detail is not None:
+            self.app.controls.cancel_tasks([self.detail.task])  # type: ignore[attr-defined]
+
+    def action_retry(self) -> None:
+        if self.detail is not None:
+            self.app.controls.retry_tasks([self.detail.task])  # type: ignore[attr-defined]
+
+    def action_replace(self) -> None:
+        if self.detail is None or not self.detail.keys:
+            self.app.notify("Replace works on a task that a key points at.", severity="warning")
+            return
+        self.app.controls.replace(self.detail.task.id, self.detail.keys[0])  # type: ignore[attr-defined]

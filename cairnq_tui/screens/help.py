@@ -1,0 +1,49 @@
+"""The ``?`` screen: every key, by where it applies (from the keymap)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from cairnq_tui import keymap
+
+
+def _key_label(binding: Binding) -> str:
+    if binding.key_display:
+        return binding.key_display
+    return {"question_mark": "?", "space": "space", "enter": "enter", "escape": "esc"}.get(
+        binding.key, binding.key
+    )
+
+
+class HelpScreen(ModalScreen[None]):
+    """Lists the keymap; controls are marked disabled in read-only mode."""
+
+    BINDINGS = keymap.HELP
+
+    def __init__(self, *, read_only: bool = False) -> None:
+        super().__init__()
+        self.read_only = read_only
+
+    def compose(self) -> ComposeResult:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold cyan", no_wrap=True)
+        table.add_column()
+        for title, bindings in keymap.SECTIONS:
+            table.add_row(Text(title, style="bold underline"), "")
+            for binding in bindings:
+                action = binding.action.split("(")[0]
+                text = Text(binding.description)
+                if self.read_only and action in keymap.CONTROL_ACTIONS:
+                    text = Text(f"{binding.description} (disabled: read-only)", style="dim strike")
+                table.add_row(_key_label(binding), text)
+            table.add_row("", "")
+        table.add_row("ctrl+p", "Command palette: every action and view")
+        with VerticalScroll(classes="dialog help"):
+            yield Static(Text("Keys", style="bold"), classes="dialog-title")
+            yield Static(table)

@@ -1,0 +1,79 @@
+"""The main screen: the views as tabs, the status bar and the footer.
+
+Tabs keep room for more views (issue 6 adds hosted workers): each view is a
+widget with ``refresh_data()``; the app refreshes whichever tab is visible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.screen import Screen
+from textual.widgets import Footer, Header, TabbedContent, TabPane
+
+from cairnq_tui.messages import StoreConnected
+from cairnq_tui.widgets.keys_view import KeysView
+from cairnq_tui.widgets.leases_view import LeasesView
+from cairnq_tui.widgets.queues_view import QueuesView
+from cairnq_tui.widgets.status_bar import StatusBar
+from cairnq_tui.widgets.tasks_view import TasksView
+
+VIEWS = {
+    "tasks": ("Tasks", TasksView),
+    "queues": ("Queues", QueuesView),
+    "leases": ("Leases", LeasesView),
+    "keys": ("Keys", KeysView),
+}
+
+
+class MainScreen(Screen[None]):
+    """Tabs for every view; switching tabs refreshes the new one at once."""
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        with TabbedContent(initial="tasks", id="views"):
+            for view_id, (title, view_class) in VIEWS.items():
+                with TabPane(f"{title} [{list(VIEWS).index(view_id) + 1}]", id=view_id):
+                    yield view_class(id=f"{view_id}-view")
+        yield StatusBar()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        app: Any = self.app
+        bar = self.query_one(StatusBar)
+        bar.target = app.settings.target.display + (
+            f" (schema {app.settings.target.schema})" if app.settings.target.schema else ""
+        )
+        bar.dialect = app.store.dialect
+        bar.read_only = app.read_only
+        bar.state = app.refresh_state()
+
+    def active_view(self) -> Any:
+        tabs = self.query_one("#views", TabbedContent)
+        return self.query_one(f"#{tabs.active}-view")
+
+    def show_view(self, name: str) -> None:
+        tabs = self.query_one("#views", TabbedContent)
+        tabs.active = name
+        view = self.active_view()
+        table = view.query("KeyedTable")
+        if table:
+            table.first().focus()
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self.app.refresh_now(force=True)  # type: ignore[attr-defined]
+
+    def on_screen_resume(self) -> None:
+        app: Any = self.app
+        if app.connected:
+            app.refresh_now()
+
+    def store_connected(self, message: StoreConnected) -> None:
+        """Offer the database's queues and names in the filters."""
+        self.query_one(TasksView).set_choices(message.queues, message.names)
+
+    def open_queue(self, queue: str) -> None:
+        """Show the Tasks view filtered to ``queue``."""
+        self.show_view("tasks")
+        self.query_one(TasksView).show_queue(queue)

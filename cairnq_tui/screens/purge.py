@@ -1,0 +1,105 @@
+"""The purge dialog: cutoff and filters, with a live (capped) count of what would go."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Select, Static
+
+from cairnq_tui import keymap
+from cairnq_tui.formatting import parse_duration_ms
+from engine import CappedCount, Inspector
+
+TERMINAL = ("succeeded", "failed", "canceled")
+
+
+@dataclass(frozen=True)
+class PurgeRequest:
+    """What to purge, and the preview count the operator saw."""
+
+    older_than_ms: int
+    queue: str | None
+    status: str | None
+    name: str | None
+    preview: CappedCount
+
+    def describe(self) -> str:
+        parts = [
+            f"{k}={v!r}"
+            for k, v in (("status", self.status), ("queue", self.queue), ("name", self.name))
+            if v
+        ]
+        return ", ".join(parts) or "any terminal status, every queue and name"
+
+
+class PurgeScreen(ModalScreen[PurgeRequest | None]):
+    """Returns a ``PurgeRequest`` (with its preview) or None."""
+
+    BINDINGS = keymap.DIALOG
+
+    def __init__(self, inspector: Inspector, queues: list[str]) -> None:
+        super().__init__()
+        self.inspector = inspector
+        self.queues = queues
+        self._request: PurgeRequest | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(Text("Purge terminal tasks", style="bold"), classes="dialog-title")
+            with Horizontal(classes="row"):
+                yield Input("7d", placeholder="older than (e.g. 1h, 7d)", id="older")
+                yield Select([(s, s) for s in TERMINAL], prompt="any status", id="status")
+            with Horizontal(classes="row"):
+                yield Select([(q, q) for q in self.queues], prompt="any queue", id="queue")
+                yield Input(placeholder="name (optional)", id="name")
+            yield Static("", id="preview")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Purge…", variant="error", id="purge", disabled=True)
+                yield Button("Back", id="back")
+
+    def on_mount(self) -> None:
+        self.query_one("#older", Input).focus()
+        self.update_preview()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.update_preview()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        self.update_preview()
+
+    def _value(self, widget_id: str) -> str | None:
+        value = self.query_one(f"#{widget_id}", Select).value
+        return value if isinstance(value, str) else None
+
+    @work(exclusive=True, group="purge-preview", exit_on_error=False)
+    async def update_preview(self) -> None:
+        preview = self.query_one("#preview", Static)
+        button = self.query_one("#purge", Button)
+        try:
+            older = parse_duration_ms(self.query_one("#older", Input).value or "0")
+        except ValueError as exc:
+            preview.update(Text(str(exc), style="red"))
+            button.disabled = True
+            return
+        name = self.query_one("#name", Input).value.strip() or None
+        status, queue = self._value("status"), self._value("queue")
+        count = await self.inspector.count_purgeable(
+            older_than_ms=older, queue=queue, status=status, name=name
+        )
+        self._request = PurgeRequest(older, queue, status, name, count)
+        preview.update(Text(f"Would delete {count} task(s).", style="bold"))
+        button.disabled = count.value == 0
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "purge" and self._request is not None:
+            self.dismiss(self._request)
+        else:
+            self.dismiss(None)
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,207 @@
+"""The submit dialog (also used, prefilled, to replace a keyed task).
+
+The payload editor is validated as you type: invalid JSON or a NaN/Infinity
+literal shows an inline error and the dialog cannot be confirmed, so nothing is
+written. The name completes from the names already in the database.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import ModalScreen
+from textual.suggester import SuggestFromList
+from textual.widgets import Button, Input, Label, Select, Static, TextArea
+
+from cairnq_tui import keymap
+from cairnq_tui.formatting import clean, duration, parse_duration_ms
+from engine import CONFLICTS
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    """A validated submit, ready for ``CairnQ.submit``."""
+
+    name: str
+    payload: Any
+    key: str | None = None
+    conflict: str = "reuse"
+    queue: str = "default"
+    priority: int = 0
+    delay_ms: int = 0
+    max_attempts: int = 3
+    #: For a replace: the task being replaced and its status.
+    replacing: str | None = None
+    replacing_status: str | None = None
+
+    def payload_preview(self, limit: int = 200) -> str:
+        text = json.dumps(self.payload, ensure_ascii=False)
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (NaN and Infinity are refused)")
+
+
+def parse_payload(text: str) -> Any:
+    """The payload editor's text as a JSON value.
+
+    Raises:
+        ValueError: not JSON, or NaN/Infinity anywhere in it.
+    """
+    if not text.strip():
+        return {}
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
+
+
+def _int(text: str, what: str, minimum: int | None = None) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError(f"{what} must be a whole number") from None
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{what} must be >= {minimum}")
+    return value
+
+
+class SubmitScreen(ModalScreen[SubmitRequest | None]):
+    """Fields for every submit option; returns a ``SubmitRequest`` or None."""
+
+    BINDINGS = keymap.SUBMIT
+
+    def __init__(
+        self,
+        *,
+        names: list[str],
+        queues: list[str],
+        prefill: SubmitRequest | None = None,
+    ) -> None:
+        super().__init__()
+        self.names = names
+        self.queues = queues
+        self.prefill = prefill or SubmitRequest(name="", payload={})
+
+    def compose(self) -> ComposeResult:
+        p = self.prefill
+        title = f"Replace {p.replacing} (key {clean(p.key)!r})" if p.replacing else "Submit a task"
+        with VerticalScroll(classes="dialog submit"):
+            yield Label(Text(title, style="bold"), classes="dialog-title")
+            yield Input(
+                p.name,
+                placeholder="task name",
+                id="name",
+                suggester=SuggestFromList(self.names, case_sensitive=True),
+            )
+            yield Label("Payload (JSON)")
+            yield TextArea(json.dumps(p.payload, indent=2, ensure_ascii=False), id="payload")
+            yield Static("", id="payload-error", classes="error")
+            with Horizontal(classes="row"):
+                yield Input(
+                    p.key or "", placeholder="key (optional)", id="key", disabled=bool(p.replacing)
+                )
+                yield Select(
+                    [(c, c) for c in CONFLICTS],
+                    value=p.conflict,
+                    allow_blank=False,
+                    id="conflict",
+                    disabled=bool(p.replacing),
+                )
+            with Horizontal(classes="row"):
+                yield Input(
+                    p.queue,
+                    placeholder="queue",
+                    id="queue",
+                    suggester=SuggestFromList(self.queues, case_sensitive=True),
+                )
+                yield Input(str(p.priority), placeholder="priority", id="priority")
+                yield Input(
+                    duration(p.delay_ms) if p.delay_ms else "0",
+                    placeholder="delay (e.g. 30s)",
+                    id="delay",
+                )
+                yield Input(str(p.max_attempts), placeholder="max attempts", id="max_attempts")
+            yield Static("", id="form-error", classes="error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Submit…", variant="primary", id="submit")
+                yield Button("Back", id="back")
+
+    def on_mount(self) -> None:
+        self.query_one("#name", Input).focus()
+        self.validate()
+
+    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        self.validate()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.validate()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        self.validate()
+
+    def validate(self) -> SubmitRequest | None:
+        """Check every field; show the first problem inline. The request, or None."""
+        payload_error = self.query_one("#payload-error", Static)
+        form_error = self.query_one("#form-error", Static)
+        button = self.query_one("#submit", Button)
+        try:
+            payload = parse_payload(self.query_one("#payload", TextArea).text)
+            payload_error.update("")
+        except ValueError as exc:
+            payload_error.update(Text(str(exc)))
+            button.disabled = True
+            return None
+        try:
+            request = self._request(payload)
+            form_error.update("")
+        except ValueError as exc:
+            form_error.update(Text(str(exc)))
+            button.disabled = True
+            return None
+        button.disabled = False
+        return request
+
+    def _request(self, payload: Any) -> SubmitRequest:
+        def text(field: str) -> str:
+            return self.query_one(f"#{field}", Input).value
+
+        name = text("name").strip()
+        if not name:
+            raise ValueError("a task name is required")
+        queue = text("queue").strip() or "default"
+        conflict = self.query_one("#conflict", Select).value
+        return SubmitRequest(
+            name=name,
+            payload=payload,
+            key=text("key").strip() or None,
+            conflict=str(conflict),
+            queue=queue,
+            priority=_int(text("priority"), "priority"),
+            delay_ms=parse_duration_ms(text("delay") or "0"),
+            max_attempts=_int(text("max_attempts"), "max attempts", minimum=1),
+            replacing=self.prefill.replacing,
+            replacing_status=self.prefill.replacing_status,
+        )
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "submit":
+            self.action_submit()
+        else:
+            self.dismiss(None)
+
+    def action_submit(self) -> None:
+        request = self.validate()
+        if request is not None:
+            self.dismiss(request)
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,1 @@
+"""Reusable pieces of the console: keyed tables, JSON trees, the status bar, the views."""

@@ -1,0 +1,257 @@
+"""The Keys view: the key table by prefix, and following a key live.
+
+Following runs ``CairnQ.wait_by_key`` (which re-resolves the key on every beat,
+so it moves on when a ``replace`` moves the key) and shows the wait as the
+engine's wait registry sees it: elapsed time, the task the key points at now,
+and each move, until that task is terminal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Input, Static
+
+from cairnq_tui import keymap
+from cairnq_tui.formatting import age, clean, duration, safe_text, status_text
+from cairnq_tui.messages import FollowUpdated, KeysRefreshed
+from cairnq_tui.widgets.keyed_table import KeyedTable
+from engine import KeyPage, TaskTimeout, active_waits
+
+PAGE_SIZE = 50
+FOLLOW_TIMEOUT_MS = 24 * 3_600_000
+COLUMNS = [
+    ("Key", "key"),
+    ("Task", "task"),
+    ("Status", "status"),
+    ("Name", "name"),
+    ("Queue", "queue"),
+    ("Moved", "moved"),
+]
+
+
+class KeysView(Vertical):
+    """Prefix search over keys, paging, and a follow panel."""
+
+    BINDINGS = keymap.KEYS
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.prefix: str | None = None
+        self.after: str | None = None
+        self.before: str | None = None
+        self.page: KeyPage | None = None
+        self.generation = 0
+        self.following: str | None = None
+        self.follow_started = 0.0
+        self.follow_history: list[str] = []
+        self.follow_task: str | None = None
+        self.follow_done: str | None = None
+        self.follow_status: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="key prefix…", id="key-search")
+        yield KeyedTable(COLUMNS, id="keys-table")
+        yield Static("", id="keys-info")
+        yield Static("", id="follow-panel")
+
+    @property
+    def table(self) -> KeyedTable:
+        return self.query_one("#keys-table", KeyedTable)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.prefix = event.value or None
+        self.after = self.before = None
+        self.app.refresh_now(force=True)  # type: ignore[attr-defined]
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.table.focus()
+
+    def refresh_data(self) -> None:
+        self.generation += 1
+        self.load(self.generation, self.prefix, self.after, self.before)
+
+    @work(exclusive=True, group="refresh", exit_on_error=False)
+    async def load(
+        self, generation: int, prefix: str | None, after: str | None, before: str | None
+    ) -> None:
+        started = time.perf_counter()
+        page = await self.app.inspector.keys_page(  # type: ignore[attr-defined]
+            prefix, after=after, before=before, limit=PAGE_SIZE
+        )
+        cost = (time.perf_counter() - started) * 1000
+        self.post_message(KeysRefreshed(cost, generation, page))
+
+    def on_keys_refreshed(self, message: KeysRefreshed) -> None:
+        message.stop()
+        if message.generation == self.generation:
+            self.page = message.page
+            if not message.page.has_previous:
+                self.after = self.before = None
+            self.draw()
+        self.app.refresh_drawn(message)  # type: ignore[attr-defined]
+
+    def draw(self) -> None:
+        page = self.page
+        if page is None:
+            return
+        now = self.app.clock()  # type: ignore[attr-defined]
+        allowed = set(self.app.settings.queues)  # type: ignore[attr-defined]
+        rows = [
+            (
+                k.key,
+                [
+                    safe_text(k.key, "bold", limit=48),
+                    Text(k.task_id, style="dim"),
+                    status_text(k.status),
+                    safe_text(k.name or "", limit=32),
+                    safe_text(k.queue or "", limit=24),
+                    Text(age(k.updated_at_ms, now)),
+                ],
+            )
+            for k in page.rows
+            if not allowed or k.queue in allowed
+        ]
+        self.table.sync(rows, sort_column="key")
+        nav = [x for x, ok in (("[ previous", page.has_previous), ("] next", page.has_next)) if ok]
+        info = f"{len(rows)} key(s)" + (
+            f" starting with {clean(self.prefix)!r}" if self.prefix else ""
+        )
+        self.query_one("#keys-info", Static).update(Text("  ·  ".join([info, *nav]), style="dim"))
+        self.draw_follow()
+
+    # -- follow ------------------------------------------------------------------------------------
+
+    def action_follow(self) -> None:
+        key = self.table.cursor_key
+        if key is None:
+            return
+        self.following = key
+        self.follow_started = time.monotonic()
+        self.follow_history = []
+        self.follow_task = None
+        self.follow_done = None
+        self.follow_status = None
+        self.follow(key)
+        self.draw_follow()
+
+    def action_stop_follow(self) -> None:
+        if self.following is not None:
+            self.workers.cancel_group(self, "follow")
+            self.following = None
+            self.draw_follow()
+
+    @work(exclusive=True, group="follow", exit_on_error=False)
+    async def follow(self, key: str) -> None:
+        waiter = asyncio.ensure_future(
+            self.app.client.wait_by_key(
+                key, timeout_ms=FOLLOW_TIMEOUT_MS, poll_ms=200, max_poll_ms=1_000
+            )  # type: ignore[attr-defined]
+        )
+        try:
+            while not waiter.done():
+                snapshot = next(
+                    (w for w in active_waits() if w.kind == "wait_by_key" and w.key == key), None
+                )
+                if snapshot is not None:
+                    self.post_message(FollowUpdated(key, snapshot=snapshot))
+                await asyncio.wait({waiter}, timeout=0.25)
+            try:
+                task = waiter.result()
+                self.post_message(FollowUpdated(key, finished=task.status, task_id=task.id))
+            except TaskTimeout:
+                self.post_message(FollowUpdated(key, finished="timed out"))
+        finally:
+            waiter.cancel()
+
+    def on_follow_updated(self, message: FollowUpdated) -> None:
+        message.stop()
+        if message.key != self.following:
+            return
+        snap = message.snapshot
+        current = message.task_id or (snap.task_id if snap else None)
+        if current is not None and current != self.follow_task:
+            stamp = duration(int((time.monotonic() - self.follow_started) * 1000))
+            verb = "resolved to" if self.follow_task is None else "moved to (replace)"
+            self.follow_history.append(f"+{stamp}  {verb} {current}")
+            self.follow_task = current
+        if snap is not None:
+            self.follow_status = snap.last_status
+        if message.finished is not None:
+            self.follow_done = message.finished
+        self.draw_follow()
+
+    def draw_follow(self) -> None:
+        panel = self.query_one("#follow-panel", Static)
+        if self.following is None:
+            panel.update(
+                Text("w follows the highlighted key until its task is terminal.", style="dim")
+            )
+            return
+        elapsed = duration(int((time.monotonic() - self.follow_started) * 1000))
+        status = self.follow_status
+        head = Text.assemble(
+            ("Following ", "bold"),
+            safe_text(self.following, "bold cyan"),
+            f"  elapsed {elapsed}  now ",
+            Text(self.follow_task or "(key points nowhere yet)"),
+            " ",
+            status_text(self.follow_done or status),
+        )
+        if self.follow_done is not None:
+            head.append(f"  — finished: {self.follow_done}", style="bold")
+        lines = [head, *[Text(line, style="dim") for line in self.follow_history[-6:]]]
+        panel.update(Text("\n").join(lines))
+
+    # -- actions ---------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.app.read_only and action in keymap.CONTROL_ACTIONS:  # type: ignore[attr-defined]
+            return None
+        return True
+
+    def _highlighted_task(self) -> str | None:
+        key = self.table.cursor_key
+        if self.page is None or key is None:
+            return None
+        return next((k.task_id for k in self.page.rows if k.key == key), None)
+
+    def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
+        event.stop()
+        self.action_open_task()
+
+    def action_open_task(self) -> None:
+        task_id = self._highlighted_task()
+        if task_id is not None:
+            self.app.controls.open_task(task_id)  # type: ignore[attr-defined]
+
+    def action_cancel_by_key(self) -> None:
+        self.app.controls.cancel_by_key(self.table.cursor_key)  # type: ignore[attr-defined]
+
+    def action_retry_by_key(self) -> None:
+        self.app.controls.retry_by_key(self.table.cursor_key)  # type: ignore[attr-defined]
+
+    def action_replace(self) -> None:
+        task_id, key = self._highlighted_task(), self.table.cursor_key
+        if task_id is not None and key is not None:
+            self.app.controls.replace(task_id, key)  # type: ignore[attr-defined]
+
+    def action_page_older(self) -> None:
+        if self.page is not None and self.page.has_next and self.page.rows:
+            self.after, self.before = self.page.rows[-1].key, None
+            self.app.refresh_now(force=True)  # type: ignore[attr-defined]
+
+    def action_page_newer(self) -> None:
+        if self.page is not None and self.page.has_previous and self.page.rows:
+            self.after, self.before = None, self.page.rows[0].key
+            self.app.refresh_now(force=True)  # type: ignore[attr-defined]
+
+    def action_focus_search(self) -> None:
+        self.query_one("#key-search", Input).focus()

@@ -1,0 +1,153 @@
+"""The Queues view: per queue, counts per status, latency, throughput, headroom.
+
+Counts may cost up to their cap, so they are read every few ticks and shown
+capped ("10,000+"); latency and throughput are cheap index seeks and follow
+every tick.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from cairnq_tui import keymap
+from cairnq_tui.formatting import STATUS_STYLES, age, duration, safe_text, sparkline
+from cairnq_tui.messages import QueuesRefreshed
+from cairnq_tui.widgets.keyed_table import KeyedTable
+from engine import STATUSES, CappedCount
+
+MINUTES = 15
+COLUMNS = [
+    ("Queue", "queue"),
+    *[(s.capitalize(), s) for s in STATUSES],
+    ("Headroom", "headroom"),
+    ("Oldest due", "latency"),
+    ("Next delayed", "delayed"),
+    ("Done/min", "done"),
+    ("Failed/min", "failed_rate"),
+    (f"Last {MINUTES} min", "spark"),
+]
+
+
+class QueuesView(Vertical):
+    """One row per queue; enter opens the Tasks view filtered to it."""
+
+    BINDINGS = keymap.QUEUES
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.counts: dict[str, dict[str, CappedCount]] = {}
+        self.last: QueuesRefreshed | None = None
+
+    def compose(self) -> ComposeResult:
+        yield KeyedTable(COLUMNS, id="queues-table")
+        yield Static("", id="queues-info")
+
+    @property
+    def table(self) -> KeyedTable:
+        return self.query_one("#queues-table", KeyedTable)
+
+    def refresh_data(self) -> None:
+        app = self.app
+        slow = not self.counts or app.ticks % app.settings.slow_every == 1  # type: ignore[attr-defined]
+        self.load(slow)
+
+    @work(exclusive=True, group="refresh", exit_on_error=False)
+    async def load(self, with_counts: bool) -> None:
+        started = time.perf_counter()
+        app = self.app
+        inspector = app.inspector  # type: ignore[attr-defined]
+        queues = await inspector.queues()
+        counts = await inspector.queue_counts() if with_counts else None
+        latency = await inspector.queue_latency()
+        throughput = await inspector.throughput(minutes=MINUTES)
+        headroom = {}
+        limits = app.settings.max_depth  # type: ignore[attr-defined]
+        for queue in queues:
+            limit = limits.get(queue, limits.get("*"))
+            if limit is not None:
+                headroom[queue] = await app.client.queue_depth(queue, limit)  # type: ignore[attr-defined]
+        cost = (time.perf_counter() - started) * 1000
+        self.post_message(QueuesRefreshed(cost, queues, counts, latency, throughput, headroom))
+
+    def on_queues_refreshed(self, message: QueuesRefreshed) -> None:
+        message.stop()
+        if message.counts is not None:
+            self.counts = message.counts
+        self.last = message
+        self.app.known_queues = message.queues  # type: ignore[attr-defined]
+        self.draw()
+        self.app.refresh_drawn(message)  # type: ignore[attr-defined]
+
+    def draw(self) -> None:
+        message = self.last
+        if message is None:
+            return
+        now = self.app.clock()  # type: ignore[attr-defined]
+        current_minute = now // 60_000
+        per_minute: dict[tuple[str, str], dict[int, int]] = defaultdict(dict)
+        for bucket in message.throughput:
+            per_minute[(bucket.queue, bucket.status)][bucket.minute] = bucket.count
+        allowed = set(self.app.settings.queues)  # type: ignore[attr-defined]
+        rows = []
+        for queue in message.queues:
+            if allowed and queue not in allowed:
+                continue
+            counts = self.counts.get(queue, {})
+            cells: list[Text] = [safe_text(queue, "bold")]
+            for status in STATUSES:
+                count = counts.get(status)
+                style = STATUS_STYLES[status] if count and count.value else "dim"
+                cells.append(Text(str(count) if count else "…", style=style))
+            limit = message.headroom.get(queue)
+            cells.append(
+                Text(f"{limit:,}" if limit is not None else "—", style="" if limit else "dim")
+            )
+            lat = message.latency.get(queue)
+            oldest = lat.oldest_due_ms if lat else None
+            cells.append(
+                Text(
+                    age(oldest, now),
+                    style="bold yellow" if oldest and now - oldest > 60_000 else "",
+                )
+                if oldest is not None
+                else Text("—", style="dim")
+            )
+            nxt = lat.next_delayed_ms if lat else None
+            cells.append(Text("in " + duration(nxt - now)) if nxt else Text("—", style="dim"))
+            done = per_minute[(queue, "succeeded")]
+            failed = per_minute[(queue, "failed")]
+            last_full = current_minute - 1
+            cells.append(Text(str(done.get(last_full, 0)), style="green"))
+            cells.append(
+                Text(str(failed.get(last_full, 0)), style="red" if failed.get(last_full) else "dim")
+            )
+            series = [
+                done.get(m, 0) + failed.get(m, 0)
+                for m in range(current_minute - MINUTES + 1, current_minute + 1)
+            ]
+            cells.append(sparkline(series))
+            rows.append((queue, cells))
+        self.table.sync(rows, sort_column="queue")
+        app: Any = self.app
+        info = (
+            f"{len(rows)} queue(s) · counts capped at {app.inspector.count_cap:,}, "
+            f"read every {app.settings.slow_every} refreshes"
+        )
+        self.query_one("#queues-info", Static).update(Text(info, style="dim"))
+
+    def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
+        event.stop()
+        self.action_open_queue()
+
+    def action_open_queue(self) -> None:
+        queue = self.table.cursor_key
+        if queue is not None:
+            self.screen.open_queue(queue)  # type: ignore[attr-defined]

@@ -1,0 +1,43 @@
+"""The status bar: where the console points, its versions, and how refresh is going."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from cairnq_tui.formatting import clean
+
+
+class StatusBar(Static):
+    """One line: target (password redacted), dialect, versions, refresh state and cost."""
+
+    DEFAULT_CSS = """
+    StatusBar { height: 1; background: $panel; color: $text; padding: 0 1; }
+    """
+
+    target: reactive[str] = reactive("")
+    dialect: reactive[str] = reactive("")
+    versions: reactive[str] = reactive("")
+    state: reactive[str] = reactive("connecting")
+    cost_ms: reactive[float | None] = reactive(None)
+    read_only: reactive[bool] = reactive(False)
+
+    def render(self) -> Text:
+        parts: list[tuple[str, str] | str] = []
+        if self.read_only:
+            parts += [(" READ-ONLY ", "bold reverse red"), " "]
+        parts += [(clean(self.target), "bold"), f"  {self.dialect}"]
+        if self.versions:
+            parts.append(f"  {self.versions}")
+        style = (
+            "red"
+            if self.state.startswith("error")
+            else "yellow"
+            if "paused" in self.state
+            else "green"
+        )
+        parts += ["  ", (clean(self.state), style)]
+        if self.cost_ms is not None:
+            parts.append(f"  last refresh {self.cost_ms:.1f} ms")
+        return Text.assemble(*parts, no_wrap=True, overflow="ellipsis")

@@ -1,0 +1,353 @@
+"""The Tasks view: filters, a search, and one page of tasks diffed by id.
+
+The page comes from ``Inspector.tasks_page`` (keyset paging in SQL); the table
+holds that page only. The cursor stays on its task across refreshes, selected
+tasks stay selected, and the key column is looked up only for ids not seen yet
+(``cairnq_task_keys`` has no index on the task id).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.suggester import SuggestFromList
+from textual.widgets import Input, Select, Static
+
+from cairnq_tui import keymap
+from cairnq_tui.formatting import (
+    age,
+    due_in,
+    progress_bar,
+    safe_text,
+    status_text,
+)
+from cairnq_tui.messages import TasksRefreshed
+from cairnq_tui.widgets.keyed_table import KeyedTable
+from engine import STATUSES, CappedCount, TaskFilter, TaskPage, TaskSummary
+
+PAGE_SIZE = 50
+COLUMNS = [
+    ("", "sel"),
+    ("ID", "id"),
+    ("Name", "name"),
+    ("Queue", "queue"),
+    ("Status", "status"),
+    ("Att", "attempt"),
+    ("Pri", "priority"),
+    ("Key", "key"),
+    ("Created", "created"),
+    ("Updated", "updated"),
+    ("Due", "due"),
+    ("Worker", "worker"),
+    ("Progress", "progress"),
+    ("Message", "message"),
+]
+SEARCH_KINDS = [("id prefix", "id"), ("key prefix", "key"), ("payload text", "payload")]
+
+
+class TasksView(Vertical):
+    """Filter bar, task table and a page line; refreshed by the app's loop."""
+
+    BINDINGS = keymap.TASKS
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.filter = TaskFilter()
+        self.cursor_before: str | None = None
+        self.cursor_after: str | None = None
+        self.page: TaskPage | None = None
+        self.selected: set[str] = set()
+        self.keys: dict[str, str | None] = {}
+        self.generation = 0
+        self.changed_at: float | None = None
+        self.drawn_at: float | None = None
+        self.queue_options: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="task-filters"):
+            yield Select([(s, s) for s in STATUSES], prompt="any status", id="status-filter")
+            yield Select([], prompt="any queue", id="queue-filter")
+            yield Input(placeholder="name", id="name-filter")
+            yield Select(SEARCH_KINDS, value="id", allow_blank=False, id="search-kind")
+            yield Input(placeholder="search…", id="search")
+        yield KeyedTable(COLUMNS, id="tasks-table")
+        yield Static("", id="tasks-info")
+
+    @property
+    def table(self) -> KeyedTable:
+        return self.query_one("#tasks-table", KeyedTable)
+
+    def on_mount(self) -> None:
+        self.table.focus()
+
+    def set_choices(self, queues: list[str], names: list[str]) -> None:
+        """Offer the queues and names the database holds (and --queue allows)."""
+        allowed = list(self.app.settings.queues) or queues  # type: ignore[attr-defined]
+        select = self.query_one("#queue-filter", Select)
+        current = select.value
+        if allowed == self.queue_options:
+            return
+        self.queue_options = list(allowed)
+        select.set_options([(q, q) for q in allowed])
+        if isinstance(current, str) and current in allowed:
+            select.value = current
+        self.query_one("#name-filter", Input).suggester = SuggestFromList(
+            names, case_sensitive=True
+        )
+
+    # -- filters ---------------------------------------------------------------------------
+
+    def _apply_filter(self) -> None:
+        status = self.query_one("#status-filter", Select).value
+        queue = self.query_one("#queue-filter", Select).value
+        kind = self.query_one("#search-kind", Select).value
+        self.filter = TaskFilter(
+            status=status if isinstance(status, str) else None,
+            queue=queue if isinstance(queue, str) else None,
+            name=self.query_one("#name-filter", Input).value.strip() or None,
+            search=self.query_one("#search", Input).value.strip() or None,
+            search_kind=kind if isinstance(kind, str) else "id",  # type: ignore[arg-type]
+        )
+        self.cursor_before = self.cursor_after = None
+        self.changed_at = time.perf_counter()
+        self.app.refresh_now(force=True)  # type: ignore[attr-defined]
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        self._apply_filter()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self._apply_filter()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.table.focus()
+
+    # -- refresh -------------------------------------------------------------------------------
+
+    def refresh_data(self) -> None:
+        self.generation += 1
+        self.load(self.generation, self.filter, self.cursor_before, self.cursor_after)
+
+    def _queues_to_merge(self, flt: TaskFilter) -> list[str]:
+        # --queue with several queues and no queue chosen: one page per queue, merged.
+        allowed = list(self.app.settings.queues)  # type: ignore[attr-defined]
+        return allowed if flt.queue is None and allowed else []
+
+    @work(exclusive=True, group="refresh", exit_on_error=False)
+    async def load(
+        self, generation: int, flt: TaskFilter, before: str | None, after: str | None
+    ) -> None:
+        started = time.perf_counter()
+        inspector = self.app.inspector  # type: ignore[attr-defined]
+        queues = self._queues_to_merge(flt)
+        if queues:
+            page = await self._merged_page(inspector, flt, queues, before, after)
+        else:
+            page = await inspector.tasks_page(flt, before=before, after=after, limit=PAGE_SIZE)
+        missing = [r.id for r in page.rows if r.key is None and r.id not in self.keys]
+        found = await inspector.keys_for_tasks(missing) if missing else {}
+        keys = {task_id: (found.get(task_id) or [None])[0] for task_id in missing}
+        cost = (time.perf_counter() - started) * 1000
+        self.post_message(TasksRefreshed(cost, generation, page, keys))
+
+    async def _merged_page(
+        self,
+        inspector: object,
+        flt: TaskFilter,
+        queues: list[str],
+        before: str | None,
+        after: str | None,
+    ) -> TaskPage:
+        pages = [
+            await inspector.tasks_page(  # type: ignore[attr-defined]
+                replace(flt, queue=q), before=before, after=after, limit=PAGE_SIZE
+            )
+            for q in queues
+        ]
+        order = pages[0].order
+        rows = sorted(
+            (r for p in pages for r in p.rows),
+            key=lambda r: (r.key or "") if order == "key" else r.id,
+            reverse=order == "id",
+        )[:PAGE_SIZE]
+        counts = [p.total for p in pages if p.total is not None]
+        total = (
+            CappedCount(sum(c.value for c in counts), sum(c.cap for c in counts))
+            if counts
+            else None
+        )
+        return TaskPage(
+            rows=tuple(rows),
+            order=order,
+            has_previous=any(p.has_previous for p in pages),
+            has_next=any(p.has_next for p in pages),
+            total=total,
+            scan_limit=pages[0].scan_limit,
+        )
+
+    def on_tasks_refreshed(self, message: TasksRefreshed) -> None:
+        message.stop()
+        if message.generation == self.generation:
+            self.keys.update(message.keys)
+            if len(self.keys) > 5_000:
+                self.keys = dict(message.keys)
+            self.page = message.page
+            if not message.page.has_previous:
+                # At the top: follow new tasks as they arrive.
+                self.cursor_before = self.cursor_after = None
+            self.draw()
+            self.drawn_at = time.perf_counter()
+        self.app.refresh_drawn(message)  # type: ignore[attr-defined]
+
+    def draw(self) -> None:
+        page = self.page
+        if page is None:
+            return
+        now = self.app.clock()  # type: ignore[attr-defined]
+        rows = [(r.id, self._cells(r, now)) for r in page.rows]
+        if page.order == "key":
+            self.table.sync(rows, sort_column="key")
+        else:
+            self.table.sync(rows, sort_column="id", reverse=True)
+        self._draw_info()
+
+    def _cells(self, r: TaskSummary, now: int) -> list[Text]:
+        key = r.key if r.key is not None else self.keys.get(r.id)
+        return [
+            Text("●", style="bold magenta") if r.id in self.selected else Text(" "),
+            Text(r.id, style="dim"),
+            safe_text(r.name, limit=40),
+            safe_text(r.queue, limit=24),
+            status_text(r.status)
+            + (Text(" ✋", style="magenta") if r.cancel_requested_at_ms is not None else Text("")),
+            Text(f"{r.attempt}/{r.max_attempts}"),
+            Text(str(r.priority)),
+            safe_text(key or "", limit=32),
+            Text(age(r.created_at_ms, now)),
+            Text(age(r.updated_at_ms, now)),
+            due_in(r.run_at_ms, now) if r.status == "queued" else Text("—", style="dim"),
+            safe_text(r.worker_id or "", limit=34),
+            progress_bar(r.progress),
+            safe_text(r.message or "", limit=60),
+        ]
+
+    def _draw_info(self) -> None:
+        page = self.page
+        if page is None:
+            return
+        parts = []
+        if page.total is not None:
+            parts.append(f"{len(page.rows)} shown of {page.total} matching")
+        else:
+            parts.append(
+                f"{len(page.rows)} payload matches (searching {page.scan_limit:,} tasks per page)"
+            )
+        if self.selected:
+            parts.append(f"{len(self.selected)} selected")
+        nav = []
+        if page.has_previous:
+            nav.append("[ newer")
+        if page.has_next:
+            nav.append("] older" if page.order == "id" else "] next keys")
+        if nav:
+            parts.append(" · ".join(nav))
+        self.query_one("#tasks-info", Static).update(Text("  ·  ".join(parts), style="dim"))
+
+    # -- actions ------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.app.read_only and action in keymap.CONTROL_ACTIONS:  # type: ignore[attr-defined]
+            return None
+        return True
+
+    def highlighted(self) -> TaskSummary | None:
+        key = self.table.cursor_key
+        if self.page is None or key is None:
+            return None
+        return next((r for r in self.page.rows if r.id == key), None)
+
+    def targets(self) -> list[TaskSummary]:
+        """The selected tasks on this page, or the highlighted one."""
+        if self.page is not None and self.selected:
+            chosen = [r for r in self.page.rows if r.id in self.selected]
+            if chosen:
+                return chosen
+        row = self.highlighted()
+        return [row] if row else []
+
+    def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
+        event.stop()
+        self.action_open_task()
+
+    def action_open_task(self) -> None:
+        row = self.highlighted()
+        if row is not None:
+            self.app.controls.open_task(row.id)  # type: ignore[attr-defined]
+
+    def action_toggle_select(self) -> None:
+        row = self.highlighted()
+        if row is None:
+            return
+        self.selected ^= {row.id}
+        self.draw()
+
+    def action_cancel(self) -> None:
+        self.app.controls.cancel_tasks(self.targets())  # type: ignore[attr-defined]
+
+    def action_cancel_matching(self) -> None:
+        self.app.controls.cancel_matching(self.filter)  # type: ignore[attr-defined]
+
+    def action_retry(self) -> None:
+        self.app.controls.retry_tasks(self.targets())  # type: ignore[attr-defined]
+
+    def action_retry_matching(self) -> None:
+        self.app.controls.retry_matching(self.filter)  # type: ignore[attr-defined]
+
+    def action_replace(self) -> None:
+        row = self.highlighted()
+        if row is None:
+            return
+        key = row.key or self.keys.get(row.id)
+        if key is None:
+            self.app.notify("Replace works on a task that a key points at.", severity="warning")
+            return
+        self.app.controls.replace(row.id, key)  # type: ignore[attr-defined]
+
+    def action_page_older(self) -> None:
+        if self.page is not None and self.page.has_next:
+            self.cursor_before, self.cursor_after = self.page.last_cursor, None
+            self.changed_at = time.perf_counter()
+            self.app.refresh_now(force=True)  # type: ignore[attr-defined]
+
+    def action_page_newer(self) -> None:
+        if self.page is not None and self.page.has_previous:
+            self.cursor_before, self.cursor_after = None, self.page.first_cursor
+            self.changed_at = time.perf_counter()
+            self.app.refresh_now(force=True)  # type: ignore[attr-defined]
+
+    def action_focus_search(self) -> None:
+        self.query_one("#search", Input).focus()
+
+    def action_focus_filters(self) -> None:
+        self.query_one("#status-filter", Select).focus()
+
+    def action_clear(self) -> None:
+        if self.selected:
+            self.selected.clear()
+            self.draw()
+        self.table.focus()
+
+    def show_queue(self, queue: str) -> None:
+        """Filter the view to one queue (from the Queues view)."""
+        select = self.query_one("#queue-filter", Select)
+        if queue not in self.queue_options:
+            self.queue_options = [*self.queue_options, queue]
+            select.set_options([(q, q) for q in self.queue_options])
+        select.value = queue
