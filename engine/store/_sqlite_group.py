@@ -1,17 +1,21 @@
-"""Group commit for the SQLite store, driven from the writer thread.
+"""Group commit for the SQLite store.
 
-Single-statement writes are appended to a queue from the event loop; the first
-one finding no drain scheduled posts ``drain`` to the writer thread at once.
-The drain takes every write waiting, runs them (one bare, several in one
-``BEGIN IMMEDIATE``; ``_sqlite_sync.run_batch``), answers their callers after
-the COMMIT, and goes again while writes keep arriving. Because the drain runs
-on the writer thread while the loop prepares the next writes, SQLite's work
-(which releases the GIL) overlaps the Python work of the callers.
+Single-statement writes are appended to a queue; the first one schedules a
+flush with ``call_soon``, so every write the loop's ready callbacks produce in
+the meantime (a ``gather`` of submits) joins it. The flush takes every write
+waiting and runs them (one bare, several in one ``BEGIN IMMEDIATE``;
+``_sqlite_sync.run_batch``) **inline on the event loop**, answering callers
+after the COMMIT. Inline is what makes it fast: a thread hop costs more than an
+uncontended WAL commit (PERF-NOTES.md), and the writer's ``busy_timeout`` is 0,
+so the loop never waits on a lock held elsewhere — it only does SQLite's own
+work, as an inline read does.
 
-A locked database (another process writing) puts the batch back at the head:
-the drain backs off on its own thread — never on the event loop — with new
-arrivals joining behind, and fails only the writes whose ``busy_timeout_ms``
-budget is spent.
+When the connection is owned by someone else (a keyed transaction or claim
+session on the writer thread) or another process holds the write lock, the
+batch goes back at the head of the queue and a *drain* on the writer thread
+takes over: it waits for the owner, backs off on BUSY (1 ms doubling to 50 ms,
+jittered) with new arrivals joining behind, and fails only writes whose
+``busy_timeout_ms`` budget is spent. Nothing ever sleeps on the event loop.
 """
 
 from __future__ import annotations
@@ -69,7 +73,10 @@ class GroupCommit:
     """The write queue of one connection.
 
     Args:
-        raw: the writer connection; used only on its own thread.
+        raw: the writer connection (serialized threading mode; used by one
+            thread at a time, whoever holds ``owner``).
+        owner: held by whoever is using ``raw`` — an inline flush, the drain, or
+            a writer-thread operation — for exactly as long as it does.
         post: puts a callable on the writer thread's queue (FIFO with every
             other call on that connection).
         locked_error: the error for a write whose busy budget ran out.
@@ -78,60 +85,102 @@ class GroupCommit:
     def __init__(
         self,
         raw: sqlite3.Connection,
+        owner: threading.Lock,
         post: Callable[[Callable[[], None]], None],
         locked_error: Callable[[], BaseException],
     ) -> None:
         self._raw = raw
+        self._owner = owner
         self._post = post
         self._locked_error = locked_error
         self._queue: collections.deque[Write] = collections.deque()
         self._lock = threading.Lock()
-        self._scheduled = False
+        self._draining = False
+        self._flush_scheduled = False
 
     def submit(self, sql: str, params: dict[str, Any], budget_s: float) -> asyncio.Future[Result]:
         """Queue a write (event-loop side); the future resolves after its COMMIT."""
-        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Result] = loop.create_future()
         self._queue.append(Write(sql, params, future, time.monotonic() + budget_s))
-        self.kick()
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush)
         return future
 
     def kick(self) -> None:
-        """Make sure a drain is on its way if writes are waiting."""
+        """Hand waiting writes to the writer thread (after the owner let go)."""
         with self._lock:
-            if self._scheduled or not self._queue:
+            if self._draining or not self._queue:
                 return
-            self._scheduled = True
+            self._draining = True
         self._post(self._drain)
 
     @property
     def idle(self) -> bool:
-        """No write waiting and no drain scheduled."""
+        """No write waiting, no flush or drain on its way."""
         with self._lock:
-            return not self._scheduled and not self._queue
-
-    # -- writer thread ---------------------------------------------------------------
+            return not (self._draining or self._flush_scheduled or self._queue)
 
     def _take(self) -> list[Write]:
         items = []
-        while self._queue:  # popleft is atomic; appends from the loop go to the right
+        while self._queue:  # popleft is atomic; appends from loops go to the right
             items.append(self._queue.popleft())
         return items
+
+    # -- event loop ------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        with self._lock:
+            if self._draining or not self._queue:
+                return  # the writer thread's drain will take them
+        if not self._owner.acquire(blocking=False):
+            self.kick()
+            return
+        items = self._take()
+        outcomes: list[sync.Outcome] | None
+        try:
+            outcomes = sync.run_batch(self._raw, [(w.sql, w.params) for w in items])
+        except sync.Busy:
+            # Another process is writing: back at the head, waited out off-loop.
+            self._queue.extendleft(reversed(items))
+            outcomes = None
+        except BaseException as exc:
+            outcomes = [exc] * len(items)
+        finally:
+            self._owner.release()
+        if outcomes is None:
+            self.kick()
+        else:
+            self._answer(items, outcomes)
+            if self._queue:
+                self.kick()  # written by another thread's loop meanwhile
+
+    # -- writer thread ---------------------------------------------------------------
 
     def _drain(self) -> None:
         try:
             for _ in range(_BATCHES_PER_DRAIN):
                 with self._lock:
-                    # An open transaction belongs to a claim session: nothing may
-                    # join it. The session kicks again once it has ended.
-                    if not self._queue or self._raw.in_transaction:
-                        self._scheduled = False
+                    if not self._queue:
+                        self._draining = False
                         return
-                self._run(self._take())
+                # A claim session owns the connection across several calls on
+                # this thread: waiting here would deadlock it. Its end kicks.
+                if not self._owner.acquire(blocking=False):
+                    with self._lock:
+                        self._draining = False
+                    return
+                try:
+                    self._run(self._take())
+                finally:
+                    self._owner.release()
         except BaseException:
             with self._lock:
-                self._scheduled = False
+                self._draining = False
             raise
-        self._post(self._drain)
+        self._post(self._drain)  # let other queued calls (a session's BEGIN) have a turn
 
     def _run(self, items: list[Write]) -> None:
         attempt = 0
@@ -162,10 +211,17 @@ class GroupCommit:
 
     @staticmethod
     def _answer(items: Sequence[Write], outcomes: Sequence[sync.Outcome]) -> None:
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Result], Any]]] = {}
         for w, outcome in zip(items, outcomes, strict=True):
             by_loop.setdefault(w.future.get_loop(), []).append((w.future, outcome))
         for loop, pairs in by_loop.items():
+            if loop is running:
+                _settle(pairs)
+                continue
             # One wakeup per loop per batch, not one per caller.
             with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
                 loop.call_soon_threadsafe(_settle, pairs)

@@ -15,7 +15,9 @@ side can back off without holding the thread.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
+import re
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -117,20 +119,86 @@ def run_batch(
     begin(conn)
     outcomes: list[Outcome] = []
     try:
-        for sql, params in items:
-            stamp(params, now_ms())
-            try:
-                outcomes.append((params["now_ms"], conn.execute(sql, params).fetchall()))
-            except sqlite3.Error as exc:
-                if not conn.in_transaction:
-                    raise
-                outcomes.append(exc)
+        start = 0
+        while start < len(items):
+            end = _mergeable_run(items, start)
+            if end - start > 1:
+                outcomes.extend(_insert_rows(conn, items[start:end]))
+            else:
+                outcomes.append(_run_one(conn, *items[start]))
+            start = end
         conn.execute("commit")
     except BaseException as exc:
         _rollback_quietly(conn)
         # The transaction is gone: nothing in it was committed, so all fail.
         return [exc] * len(items)
     return outcomes
+
+
+def _run_one(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) -> Outcome:
+    """One statement inside the batch's transaction; its own error is its outcome."""
+    stamp(params, now_ms())
+    try:
+        return (params["now_ms"], conn.execute(sql, params).fetchall())
+    except sqlite3.Error as exc:
+        if not conn.in_transaction:
+            raise  # the transaction was torn down: the whole batch fails
+        return exc
+
+
+_VALUES_TUPLE = re.compile(r"\bvalues\s*(\([^()]*\))\s*;?\s*$", re.IGNORECASE)
+_MAX_MERGED_ROWS = 500  # 14 parameters a row stays far below SQLite's 32766
+
+
+@functools.cache
+def _merge_shape(sql: str) -> tuple[str, str, tuple[str, ...]] | None:
+    """``(head, row placeholders, param names)`` if ``sql`` is a plain one-row insert.
+
+    Only ``insert ... values (...)`` ending the statement qualifies (no RETURNING,
+    no upsert clause), i.e. ``insert_task``.
+    """
+    match = _VALUES_TUPLE.search(sql)
+    if match is None or not sql.lstrip().lower().startswith("insert"):
+        return None
+    row = match.group(1)
+    names = tuple(re.findall(r":([A-Za-z_][A-Za-z0-9_]*)", row))
+    return sql[: match.start(1)], re.sub(r":[A-Za-z_][A-Za-z0-9_]*", "?", row), names
+
+
+def _mergeable_run(items: Sequence[tuple[str, dict[str, Any]]], start: int) -> int:
+    """End of the run of identical one-row inserts beginning at ``start``."""
+    sql = items[start][0]
+    end = start + 1
+    if _merge_shape(sql) is None:
+        return end
+    while end < len(items) and items[end][0] == sql and end - start < _MAX_MERGED_ROWS:
+        end += 1
+    return end
+
+
+def _insert_rows(
+    conn: sqlite3.Connection, items: Sequence[tuple[str, dict[str, Any]]]
+) -> list[Outcome]:
+    """Consecutive one-row inserts as one multi-row INSERT (one statement, one clock).
+
+    Each row still succeeds or fails on its own: if the merged statement fails
+    (SQLite undid all of it), the rows run one by one to find whose it was.
+    """
+    shape = _merge_shape(items[0][0])
+    assert shape is not None
+    head, row, names = shape
+    now = now_ms()
+    values: list[Any] = []
+    for _, params in items:
+        stamp(params, now)
+        values.extend([params[name] for name in names])
+    try:
+        conn.execute(head + ",".join([row] * len(items)), values)
+    except sqlite3.Error:
+        if not conn.in_transaction:
+            raise
+        return [_run_one(conn, sql, params) for sql, params in items]
+    return [(now, [])] * len(items)
 
 
 # -- transactions ----------------------------------------------------------------

@@ -177,6 +177,10 @@ class SQLiteStore(TaskStore):
         # Held for a whole multi-step claim session, whose transaction stays open
         # across several writer-thread calls: nothing else may join it.
         self._session_lock = asyncio.Lock()
+        # Held by whoever uses the writer connection right now: an inline
+        # group-commit flush on a loop, or an operation on the writer thread.
+        self._owner = threading.Lock()
+        self._post: Callable[[Callable[[], None]], None] | None = None
         self._group: GroupCommit | None = None
         self._inflight = 0
         self._idle = asyncio.Event()
@@ -274,7 +278,8 @@ class SQLiteStore(TaskStore):
             await conn.close()
             raise
         self._next_statistics = time.monotonic() + _STATISTICS_EVERY_S
-        self._group = GroupCommit(raw, self._poster(conn), self._locked_error)
+        self._post = self._poster(conn)
+        self._group = GroupCommit(raw, self._owner, self._post, self._locked_error)
         self._conn, self._raw = conn, raw
 
     async def close(self) -> None:
@@ -364,7 +369,7 @@ class SQLiteStore(TaskStore):
             while True:
                 await self._session_free()
                 try:
-                    return await self._on_thread(conn, fn, raw, *args)
+                    return await self._on_thread(conn, _with_owner, self._owner, fn, raw, *args)
                 except sync.Busy:
                     pass
                 remaining = deadline - time.monotonic()
@@ -662,13 +667,22 @@ class SQLiteStore(TaskStore):
         optimize = self._statistics_due()
         while True:
             await self._session_lock.acquire()
-            try:
-                recovered = await self._on_thread(
-                    conn, sync.begin_with, raw, recover, recover_params, optimize
+            begin = asyncio.ensure_future(
+                self._on_thread(
+                    conn, _session_begin, self._owner, raw, recover, recover_params, optimize
                 )
+            )
+            try:
+                recovered = await asyncio.shield(begin)
                 break
             except sync.Busy:
                 self._end_session()
+            except asyncio.CancelledError:
+                # The BEGIN still runs on the writer thread; if it opened the
+                # transaction, end it there so the connection is released.
+                begin.add_done_callback(self._abandon_session)
+                self._end_session()
+                raise
             except BaseException:
                 self._end_session()
                 raise
@@ -690,16 +704,23 @@ class SQLiteStore(TaskStore):
         try:
             try:
                 value = await plan(draw)
-                await self._on_thread(conn, sync.commit, raw)
             except BaseException:
                 # Shielded: even a cancelled session must not leave the shared
                 # connection inside its transaction.
-                await asyncio.shield(self._on_thread(conn, sync.rollback, raw))
+                await asyncio.shield(self._on_thread(conn, _session_end, self._owner, raw, False))
                 raise
+            await self._on_thread(conn, _session_end, self._owner, raw, True)
         finally:
             self._end_session()
         self._announce_recovered(recovered)
         return value
+
+    def _abandon_session(self, begin: asyncio.Future[sync.Rows]) -> None:
+        if begin.cancelled() or begin.exception() is not None or self._post is None:
+            return
+        raw = self._raw
+        if raw is not None:
+            self._post(lambda: _session_end(self._owner, raw, False))
 
     def _end_session(self) -> None:
         self._session_lock.release()
@@ -777,7 +798,52 @@ class SQLiteStore(TaskStore):
         return await self._owned("fail", task_id, worker_id, extra)
 
 
-# -- keyed transactions (run on the writer thread) -------------------------------------------
+# -- run on the writer thread -------------------------------------------------------------------
+
+#: How long a writer-thread operation waits for an inline flush (on some loop) to
+#: hand the connection over; past it the operation backs off on its loop instead,
+#: so the writer thread never waits long on anything.
+_OWNER_WAIT_S = 0.05
+
+
+def _with_owner(
+    owner: threading.Lock, fn: Callable[..., R], raw: sqlite3.Connection, *args: Any
+) -> R:
+    """Run ``fn(raw, *args)`` holding the connection."""
+    if not owner.acquire(timeout=_OWNER_WAIT_S):
+        raise sync.Busy
+    try:
+        return fn(raw, *args)
+    finally:
+        owner.release()
+
+
+def _session_begin(
+    owner: threading.Lock,
+    raw: sqlite3.Connection,
+    sql: str,
+    params: dict[str, Any],
+    refresh: bool,
+) -> sync.Rows:
+    """A claim session's BEGIN + recovery; the connection stays owned on success."""
+    if not owner.acquire(timeout=_OWNER_WAIT_S):
+        raise sync.Busy
+    try:
+        return sync.begin_with(raw, sql, params, refresh)
+    except BaseException:
+        owner.release()
+        raise
+
+
+def _session_end(owner: threading.Lock, raw: sqlite3.Connection, commit: bool) -> None:
+    """COMMIT (or ROLLBACK) a claim session and release the connection."""
+    try:
+        if commit:
+            sync.commit(raw)
+        else:
+            sync.rollback(raw)
+    finally:
+        owner.release()
 
 
 def _keyed_submit(
