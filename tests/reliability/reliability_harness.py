@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import itertools
 import json
 import os
 import random
@@ -474,7 +475,7 @@ def check_run(target: Target, ledger_dir: str | Path) -> Verdict:
             v.submitted += 1
         elif ev == "start":
             starts[e["id"]].append(e)
-        elif ev in ("settle", "lost", "fail"):
+        elif ev in ("settle", "lost", "fail", "unsettled"):
             ends[(e["id"], e["attempt"])].append(ev)
         elif ev == "error":
             v.errors[e.get("type", "?")] += 1
@@ -495,12 +496,12 @@ def check_run(target: Target, ledger_dir: str | Path) -> Verdict:
         settles = sum(ends[(task_id, r["attempt"])].count("settle") for r in runs)
         if settles > 1:
             v.settled_twice.append(task_id)
-        for earlier, later in zip(runs, runs[1:], strict=False):
+        for earlier, later in itertools.pairwise(runs):
             kinds = ends[(task_id, earlier["attempt"])]
             victim_kill = killed_at.get(earlier["pid"])
             if "settle" in kinds:
                 v.unexplained_reruns.append(task_id)
-            elif "lost" in kinds or "fail" in kinds or victim_kill is not None:
+            elif {"lost", "fail", "unsettled"} & set(kinds) or victim_kill is not None:
                 v.reruns_after_loss += 1
                 if victim_kill is not None and "fail" not in kinds:
                     v.max_recovery_ms = max(v.max_recovery_ms, later["t"] - victim_kill)
