@@ -11,6 +11,7 @@ which is also how the console reconnects once the database is back.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,12 +62,24 @@ class ConsoleApp(App[None]):
     COMMANDS = App.COMMANDS | {ConsoleCommands}
 
     def __init__(
-        self, store: TaskStore, settings: Settings, *, clock: Clock = system_clock
+        self,
+        store: TaskStore,
+        settings: Settings,
+        *,
+        clock: Clock = system_clock,
+        measure: Callable[[], float] = time.perf_counter,
     ) -> None:
+        """Args:
+        store: the database (connected by the app if it is not yet).
+        settings: what the command line asked for.
+        clock: epoch ms for ages and countdowns (fixed in snapshots).
+        measure: the stopwatch behind "last refresh cost" (fixed in snapshots).
+        """
         super().__init__()
         self.store = store
         self.settings = settings
         self.clock = clock
+        self.measure = measure
         self.client = CairnQ(store)
         self.inspector = Inspector(store, clock=clock)
         self.controls = Controls(self)
@@ -144,6 +157,11 @@ class ConsoleApp(App[None]):
         await self.store.close()
 
     # -- refresh loop ------------------------------------------------------------------------
+
+    @property
+    def refreshing(self) -> bool:
+        """True from the start of a refresh until its result is drawn."""
+        return self._in_flight
 
     @property
     def dialog_open(self) -> bool:

@@ -7,7 +7,6 @@ countdown is redrawn every second from the clock between refreshes.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from rich.table import Table
@@ -87,13 +86,13 @@ class TaskDetailScreen(Screen[None]):
 
     @work(exclusive=True, group="refresh", exit_on_error=False)
     async def load(self, task_id: str | None, follow_key: str | None) -> None:
-        started = time.perf_counter()
+        started = self.app.measure()  # type: ignore[attr-defined]
         app: Any = self.app
         if follow_key is not None:
             task = await app.client.get_by_key(follow_key)
             task_id = task.id if task is not None else task_id
         detail = await app.inspector.task_detail(task_id) if task_id else None
-        cost = (time.perf_counter() - started) * 1000
+        cost = (self.app.measure() - started) * 1000  # type: ignore[attr-defined]
         self.post_message(DetailRefreshed(cost, detail))
 
     def on_detail_refreshed(self, message: DetailRefreshed) -> None:

@@ -7,7 +7,6 @@ every tick.
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from typing import Any
 
@@ -61,7 +60,7 @@ class QueuesView(Vertical):
 
     @work(exclusive=True, group="refresh", exit_on_error=False)
     async def load(self, with_counts: bool) -> None:
-        started = time.perf_counter()
+        started = self.app.measure()  # type: ignore[attr-defined]
         app = self.app
         inspector = app.inspector  # type: ignore[attr-defined]
         queues = await inspector.queues()
@@ -74,7 +73,7 @@ class QueuesView(Vertical):
             limit = limits.get(queue, limits.get("*"))
             if limit is not None:
                 headroom[queue] = await app.client.queue_depth(queue, limit)  # type: ignore[attr-defined]
-        cost = (time.perf_counter() - started) * 1000
+        cost = (self.app.measure() - started) * 1000  # type: ignore[attr-defined]
         self.post_message(QueuesRefreshed(cost, queues, counts, latency, throughput, headroom))
 
     def on_queues_refreshed(self, message: QueuesRefreshed) -> None:

@@ -8,7 +8,6 @@ tasks stay selected, and the key column is looked up only for ids not seen yet
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 from rich.text import Text
@@ -64,8 +63,6 @@ class TasksView(Vertical):
         self.selected: set[str] = set()
         self.keys: dict[str, str | None] = {}
         self.generation = 0
-        self.changed_at: float | None = None
-        self.drawn_at: float | None = None
         self.queue_options: list[str] = []
 
     def compose(self) -> ComposeResult:
@@ -114,7 +111,6 @@ class TasksView(Vertical):
             search_kind=kind if isinstance(kind, str) else "id",  # type: ignore[arg-type]
         )
         self.cursor_before = self.cursor_after = None
-        self.changed_at = time.perf_counter()
         self.app.refresh_now(force=True)  # type: ignore[attr-defined]
 
     def on_select_changed(self, event: Select.Changed) -> None:
@@ -144,7 +140,7 @@ class TasksView(Vertical):
     async def load(
         self, generation: int, flt: TaskFilter, before: str | None, after: str | None
     ) -> None:
-        started = time.perf_counter()
+        started = self.app.measure()  # type: ignore[attr-defined]
         inspector = self.app.inspector  # type: ignore[attr-defined]
         queues = self._queues_to_merge(flt)
         if queues:
@@ -154,7 +150,7 @@ class TasksView(Vertical):
         missing = [r.id for r in page.rows if r.key is None and r.id not in self.keys]
         found = await inspector.keys_for_tasks(missing) if missing else {}
         keys = {task_id: (found.get(task_id) or [None])[0] for task_id in missing}
-        cost = (time.perf_counter() - started) * 1000
+        cost = (self.app.measure() - started) * 1000  # type: ignore[attr-defined]
         self.post_message(TasksRefreshed(cost, generation, page, keys))
 
     async def _merged_page(
@@ -203,7 +199,6 @@ class TasksView(Vertical):
                 # At the top: follow new tasks as they arrive.
                 self.cursor_before = self.cursor_after = None
             self.draw()
-            self.drawn_at = time.perf_counter()
         self.app.refresh_drawn(message)  # type: ignore[attr-defined]
 
     def draw(self) -> None:
@@ -323,13 +318,11 @@ class TasksView(Vertical):
     def action_page_older(self) -> None:
         if self.page is not None and self.page.has_next:
             self.cursor_before, self.cursor_after = self.page.last_cursor, None
-            self.changed_at = time.perf_counter()
             self.app.refresh_now(force=True)  # type: ignore[attr-defined]
 
     def action_page_newer(self) -> None:
         if self.page is not None and self.page.has_previous:
             self.cursor_before, self.cursor_after = None, self.page.first_cursor
-            self.changed_at = time.perf_counter()
             self.app.refresh_now(force=True)  # type: ignore[attr-defined]
 
     def action_focus_search(self) -> None:

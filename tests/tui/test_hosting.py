@@ -275,7 +275,7 @@ LOAD_ERRORS = [
         "resource 'gpu' is not declared",
         ".py, line 4",
     ),
-    ("raise RuntimeError('boom at import')\n", "make", "RuntimeError: boom at import", ".py, line 1"),
+    ("raise RuntimeError('boom')\n", "make", "RuntimeError: boom", ".py, line 1"),
 ]
 
 

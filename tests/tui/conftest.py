@@ -1,0 +1,15 @@
+"""Fixtures for the console tests: the demo database, and the console app on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from console_states import build_demo_db
+
+
+@pytest.fixture
+def demo_db(tmp_path: Path) -> Path:
+    """A fresh copy of the deterministic demo database."""
+    return build_demo_db(tmp_path / "demo.db")
