@@ -308,6 +308,7 @@ class CairnQ:
             timeout_ms=timeout_ms,
             poll_ms=poll_ms,
             max_poll_ms=max_poll_ms,
+            known=task,
         )
         if done.status == "succeeded":
             return done.result

@@ -180,6 +180,7 @@ async def wait_for_task(
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
     poll_ms: int = DEFAULT_POLL_MS,
     max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+    known: Task | None = None,
 ) -> Task:
     """Poll ``task_id`` (or whatever ``key`` resolves to each beat) until terminal.
 
@@ -189,6 +190,8 @@ async def wait_for_task(
         task_id / key: exactly one of them.
         timeout_ms: deadline; the task is not stopped when it passes.
         poll_ms / max_poll_ms: the first interval, and its ceiling as it grows.
+        known: the row as the caller just wrote it (``call`` after its submit);
+            it stands in for the first status probe, which could tell nothing new.
 
     Returns:
         The terminal task, whichever terminal status it reached.
@@ -224,7 +227,11 @@ async def wait_for_task(
                 wake = asyncio.ensure_future(
                     store.task_done_wake(entry.task_id, min(interval, remaining))
                 )
-            ref = await probe(subject)
+            ref: TaskRef | None
+            if known is not None:
+                ref, known = TaskRef(known.id, known.status), None
+            else:
+                ref = await probe(subject)
             entry.observe(ref)
             remaining = int((deadline - time.monotonic()) * 1000)
             task = None

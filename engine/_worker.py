@@ -573,6 +573,8 @@ class Worker:
         # Set by anything that should end an idle or full wait early: a call
         # ending, a released resource unit, stop, resume, a new registration.
         self._wakeup: asyncio.Event | None = None
+        # Set when run() has returned (drained); close() waits on it.
+        self._finished: asyncio.Event | None = None
 
     # -- construction with an owned store -------------------------------------------
 
@@ -836,6 +838,7 @@ class Worker:
         self._running = True
         self._loop = asyncio.get_running_loop()
         self._wakeup = asyncio.Event()
+        self._finished = asyncio.Event()
         try:
             await self._store.connect()
             while not self._stopping:
@@ -849,6 +852,7 @@ class Worker:
                 self._state = "stopped"
                 self._running = False
                 self._stopping = False
+                self._finished.set()
                 self._run_concurrency = None
 
     async def _wait_wakeup(self, timeout_s: float | None = None) -> None:
@@ -875,12 +879,12 @@ class Worker:
             await self._idle()
             return
         try:
-            claimed = await self._claim(free)
+            again = await self._claim(free)
         except Exception as exc:
             self._report(exc, "claim")
             await self._wait_wakeup(_CLAIM_ERROR_SLEEP_S)
             return
-        if not claimed and not self._wakeup.is_set():
+        if not again and not self._wakeup.is_set():
             await self._idle()
 
     async def _idle(self) -> None:
@@ -894,8 +898,15 @@ class Worker:
             sleeper.cancel()
             waker.cancel()
 
-    async def _claim(self, free: int) -> int:
-        """One claim session; starts the calls it produced; the number of tasks claimed."""
+    async def _claim(self, free: int) -> bool:
+        """One claim session; starts the calls it produced.
+
+        Returns:
+            Whether to poll again at once: some source got all it asked for or
+            was held back by the worker's own limits, so more may be due. When
+            every draw came up short the queues are drained for now, and the
+            idle sleep (ended by a submit in this process) is the right wait.
+        """
         sources = self._sources
         start = self._rotation % len(sources)
         self._rotation += 1
@@ -919,21 +930,23 @@ class Worker:
         if result is None:
             for stats in self._stats.values():
                 stats.offered, stats.claimed, stats.shortfall = None, 0, "nothing due"
-            return 0
+            return False
         for outcome in result.outcomes:
             for name in outcome.source.names:
                 stats = self._stats[name]
                 stats.offered = outcome.offered_tasks
                 stats.claimed = 0
                 stats.shortfall = outcome.shortfall
-        total = 0
         for name, tasks in result.calls:
-            total += len(tasks)
+            self._claimed_total += len(tasks)
             if name in self._stats:
                 self._stats[name].claimed += len(tasks)
             self._dispatch(name, tasks)
-        self._claimed_total += total
-        return total
+        return any(
+            o.shortfall in ("worker full", "claim batch")
+            or (o.offered_tasks > 0 and o.claimed == o.offered_tasks)
+            for o in result.outcomes
+        )
 
     def _dispatch(self, name: str, tasks: list[Task]) -> None:
         registration = self._registrations.get(name)
@@ -1169,8 +1182,11 @@ class Worker:
     # -- entry points ---------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Stop claiming, and close the store if this worker created it."""
+        """Stop, wait for a run on this loop to drain, and close an owned store."""
         self.stop()
+        finished = self._finished
+        if self._running and finished is not None and self._loop is asyncio.get_running_loop():
+            await finished.wait()
         if self._owns_store:
             await self._store.close()
 

@@ -298,3 +298,28 @@ async def test_serve_stops_on_sigterm_after_draining(
     assert out.strip() == "stopped"
     done = await store.get(task.id)
     assert done is not None and done.status == "succeeded" and done.result == "drained"
+
+
+async def test_close_waits_for_the_run_to_drain_then_closes_an_owned_store(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "owned.db"
+    worker = Worker.sqlite(str(path), poll_interval_ms=20)
+    started = asyncio.Event()
+
+    @worker.task
+    async def slow(ctx):
+        started.set()
+        await asyncio.sleep(0.2)
+        return "drained"
+
+    async with SQLiteStore(path) as store:
+        task = await store.submit(name="slow")
+        runner = asyncio.ensure_future(worker.run())
+        await started.wait()
+        await worker.close()
+        assert runner.done() and worker.snapshot().state == "stopped"
+        with pytest.raises(StoreClosed):
+            await worker.store.get(task.id)
+        row = await store.get(task.id)
+    assert row is not None and row.result == "drained"
