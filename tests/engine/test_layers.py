@@ -14,7 +14,8 @@ def test_engine_imports_no_ui_modules() -> None:
         "    if m.name.endswith('__main__'):\n"
         "        continue\n"
         "    importlib.import_module(m.name)\n"
-        "bad = sorted(n for n in sys.modules if n.split('.')[0] in {'textual', 'rich', 'cairnq_tui', 'cairnq'})\n"
+        "banned = {'textual', 'rich', 'cairnq_tui', 'cairnq'}\n"
+        "bad = sorted(n for n in sys.modules if n.split('.')[0] in banned)\n"
         "print(','.join(bad))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
