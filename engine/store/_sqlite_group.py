@@ -80,6 +80,7 @@ class GroupCommit:
         post: puts a callable on the writer thread's queue (FIFO with every
             other call on that connection).
         locked_error: the error for a write whose busy budget ran out.
+        on_commit: called after each batch that ran (from the thread that ran it).
     """
 
     def __init__(
@@ -88,7 +89,9 @@ class GroupCommit:
         owner: threading.Lock,
         post: Callable[[Callable[[], None]], None],
         locked_error: Callable[[], BaseException],
+        on_commit: Callable[[], None],
     ) -> None:
+        self._on_commit = on_commit
         self._raw = raw
         self._owner = owner
         self._post = post
@@ -153,6 +156,7 @@ class GroupCommit:
         if outcomes is None:
             self.kick()
         else:
+            self._on_commit()
             self._answer(items, outcomes)
             if self._queue:
                 self.kick()  # written by another thread's loop meanwhile
@@ -176,6 +180,7 @@ class GroupCommit:
                     self._run(self._take())
                 finally:
                     self._owner.release()
+                self._on_commit()
         except BaseException:
             with self._lock:
                 self._draining = False

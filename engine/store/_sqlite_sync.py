@@ -437,13 +437,32 @@ def open_database(
                 f"{target} speaks cairnq protocol {version}; this engine speaks 1"
             )
         # From here on a busy database is waited out by the async side's
-        # backoff, so this thread never sleeps inside SQLite.
+        # backoff, so nothing ever sleeps inside SQLite.
         conn.execute("pragma busy_timeout = 0")
+        if not memory and not read_only:
+            # Checkpoints run on a connection of the writer thread instead
+            # (checkpoint()): inline commits must never fsync on the loop.
+            conn.execute("pragma wal_autocheckpoint = 0")
     except sqlite3.DatabaseError as exc:
         _rollback_quietly(conn)
         if is_busy(exc):
             raise
         raise StoreUnavailable(f"cannot open SQLite database {target}: {exc}") from exc
+
+
+def open_checkpointer(path: str, uri: bool) -> sqlite3.Connection:
+    """A connection of the writer thread that only checkpoints the WAL."""
+    return sqlite3.connect(path, uri=uri, isolation_level=None, check_same_thread=False)
+
+
+def checkpoint(conn: sqlite3.Connection) -> None:
+    """Copy committed WAL frames into the database without blocking anyone.
+
+    PASSIVE never waits for readers or writers; what it cannot copy now the
+    next round will. Errors are ignored: a checkpoint is housekeeping.
+    """
+    with contextlib.suppress(sqlite3.Error):
+        conn.execute("pragma wal_checkpoint(passive)").fetchall()
 
 
 def open_reader(path: str, *, uri: bool) -> sqlite3.Connection:
