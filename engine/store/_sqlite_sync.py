@@ -229,15 +229,11 @@ def rollback(conn: sqlite3.Connection) -> None:
     _rollback_quietly(conn)
 
 
-def begin_with(
-    conn: sqlite3.Connection, sql: str, params: dict[str, Any], refresh: bool = False
-) -> Rows:
+def begin_with(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) -> Rows:
     """Open a transaction and run its first statement; it stays open on success.
 
     Used by the multi-step claim session, whose caller commits or rolls back.
     """
-    if refresh:
-        refresh_statistics(conn)
     begin(conn)
     try:
         return run(conn, sql, params)
@@ -257,9 +253,12 @@ def refresh_statistics(conn: sqlite3.Connection) -> None:
 
     Without statistics the partial lease index is never chosen, and before
     SQLite 3.46 ``PRAGMA optimize`` never produces first statistics. Errors are
-    ignored: statistics only steer the planner.
+    ignored: statistics only steer the planner. ``analysis_limit`` makes ANALYZE
+    sample each index instead of reading it whole, so a big table costs
+    milliseconds, not seconds of holding the write lock.
     """
     try:
+        conn.execute("pragma analysis_limit = 1000")
         has_table = conn.execute(
             "select 1 from sqlite_master where type = 'table' and name = 'sqlite_stat1'"
         ).fetchone()
@@ -277,14 +276,8 @@ def refresh_statistics(conn: sqlite3.Connection) -> None:
 def transaction(
     conn: sqlite3.Connection,
     steps: Sequence[tuple[str, dict[str, Any]]],
-    refresh: bool = False,
 ) -> list[Rows]:
-    """Run fixed statements in one ``BEGIN IMMEDIATE`` transaction; rows per step.
-
-    ``refresh`` first refreshes planner statistics, outside the transaction.
-    """
-    if refresh:
-        refresh_statistics(conn)
+    """Run fixed statements in one ``BEGIN IMMEDIATE`` transaction; rows per step."""
     begin(conn)
     try:
         now = now_ms()
@@ -451,8 +444,11 @@ def open_database(
 
 
 def open_checkpointer(path: str, uri: bool) -> sqlite3.Connection:
-    """A connection of the writer thread that only checkpoints the WAL."""
-    return sqlite3.connect(path, uri=uri, isolation_level=None, check_same_thread=False)
+    """A connection of the writer thread for housekeeping: checkpoints, statistics.
+
+    ``timeout=0``: housekeeping never waits for a lock; it is retried later.
+    """
+    return sqlite3.connect(path, uri=uri, timeout=0, isolation_level=None, check_same_thread=False)
 
 
 def checkpoint(conn: sqlite3.Connection) -> None:

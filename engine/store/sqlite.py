@@ -444,13 +444,17 @@ class SQLiteStore(TaskStore):
         assert self._group is not None
         return await self._group.submit(sql, params, self._busy_timeout_ms / 1000)
 
-    def _statistics_due(self) -> bool:
-        # Reserve the slot first so concurrent callers do not all refresh.
+    def _refresh_statistics_if_due(self) -> None:
+        """Planner statistics at most every 60 s, on the writer thread (never inline).
+
+        The slot is reserved first so concurrent claims do not all refresh.
+        """
         now = time.monotonic()
-        if now < self._next_statistics:
-            return False
+        if now < self._next_statistics or self._checkpointer is None or self._post is None:
+            return
         self._next_statistics = now + _STATISTICS_EVERY_S
-        return True
+        checkpointer = self._checkpointer
+        self._post(lambda: sync.refresh_statistics(checkpointer))
 
     # -- submit ----------------------------------------------------------------------
 
@@ -666,7 +670,8 @@ class SQLiteStore(TaskStore):
             (_sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON}),
             (sql, params),
         ]
-        recovered, claimed = await self._retrying(sync.transaction, steps, self._statistics_due())
+        self._refresh_statistics_if_due()
+        recovered, claimed = await self._retrying(sync.transaction, steps)
         self._announce_recovered(recovered)
         return [_task(r) for r in claimed]
 
@@ -703,13 +708,13 @@ class SQLiteStore(TaskStore):
         recover_params = {"lease_expired_error": LEASE_EXPIRED_JSON}
         deadline = time.monotonic() + self._busy_timeout_ms / 1000
         attempt = 0
-        optimize = self._statistics_due()
+        self._refresh_statistics_if_due()
         while True:
             await self._session_lock.acquire()
             # Inline, like _retrying: nothing here waits inside SQLite.
             if self._owner.acquire(blocking=False):
                 try:
-                    recovered = sync.begin_with(raw, recover, recover_params, optimize)
+                    recovered = sync.begin_with(raw, recover, recover_params)
                     break
                 except sync.Busy:
                     self._owner.release()
