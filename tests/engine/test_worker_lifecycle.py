@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from worker_support import DIALECTS, Overlap, connected, eventually, finished, open_store
 
-from engine import StoreClosed, TaskDef, TaskStore, Worker
+from engine import CairnQ, StoreClosed, TaskDef, TaskStore, Worker
 from engine.store.sqlite import SQLiteStore
 
 
@@ -323,3 +323,81 @@ async def test_close_waits_for_the_run_to_drain_then_closes_an_owned_store(
             await worker.store.get(task.id)
         row = await store.get(task.id)
     assert row is not None and row.result == "drained"
+
+
+async def test_snapshot_explains_each_names_quota(store: TaskStore) -> None:
+    worker = Worker(store, ["default"], poll_interval_ms=20, concurrency=3)
+    views = []
+
+    @worker.task(concurrency=1)
+    async def capped(ctx):
+        views.append({n.name: (n.offered, n.claimed, n.shortfall) for n in worker.snapshot().names})
+        await asyncio.sleep(0.02)
+
+    @worker.task
+    async def loose(ctx):
+        await asyncio.sleep(0.02)
+
+    ids = [(await store.submit(name="capped")).id for _ in range(4)]
+    async with worker.background():
+        await finished(store, ids)
+        await eventually(lambda: worker.snapshot().names[0].shortfall == "nothing due")
+        final = {n.name: n for n in worker.snapshot().names}
+    # Three free slots, but capped's own cap of one binds on every poll that
+    # reaches it while capped work is queued; loose always comes up short. (The
+    # last handler may see the poll after its own claim, which found nothing.)
+    assert len(views) == 4
+    assert all(v["capped"][2] == "own cap" and v["capped"][0] in (0, 1) for v in views[:3])
+    assert views[3]["capped"][2] in ("own cap", "nothing due")
+    assert all(v["loose"][2] == "nothing due" for v in views)
+    assert final["capped"].calls_in_flight == 0 and final["capped"].concurrency == 1
+
+
+async def test_worker_on_its_own_loop_in_a_thread(
+    store: TaskStore, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    # What the console does: the worker runs on another thread's event loop with
+    # its own store handle; submits and completions still wake across loops.
+    if store.dialect == "sqlite":
+        worker = Worker.sqlite(str(tmp_path / "tasks.db"), poll_interval_ms=5_000)
+    else:
+        worker = Worker.postgres(
+            request.getfixturevalue("pg_dsn"),
+            schema=request.getfixturevalue("pg_schema"),
+            poll_interval_ms=5_000,
+        )
+
+    @worker.task
+    async def echo(ctx, payload):
+        return {"thread": threading.current_thread().name, **payload}
+
+    async def serve_here() -> None:
+        try:
+            await worker.run()
+        finally:
+            await worker.close()
+
+    def host() -> None:
+        asyncio.run(serve_here())
+
+    thread = threading.Thread(target=host, name="worker-thread")
+    thread.start()
+    try:
+        await eventually(lambda: worker.snapshot().state == "running")
+        client = CairnQ(store)
+        # The worker's 5 s poll would time these out: only in-process wakeups
+        # (a submit waking the worker, a completion waking the waiter) can pass.
+        for i in range(3):
+            result = await client.call("echo", {"i": i}, timeout_ms=3_000)
+            assert result == {"thread": "worker-thread", "i": i}
+        worker.pause()
+        await eventually(lambda: worker.snapshot().state == "paused")
+        worker.resume()
+        assert await client.call("echo", {"i": 9}, timeout_ms=3_000) == {
+            "thread": "worker-thread",
+            "i": 9,
+        }
+    finally:
+        worker.stop()
+        await asyncio.to_thread(thread.join, 10)
+    assert not thread.is_alive() and worker.snapshot().state == "stopped"
