@@ -114,7 +114,8 @@ class GroupCommit:
     def kick(self) -> None:
         """Hand waiting writes to the writer thread (after the owner let go)."""
         with self._lock:
-            if self._draining or not self._queue:
+            # A scheduled inline flush will take them (and kicks if it cannot).
+            if self._draining or self._flush_scheduled or not self._queue:
                 return
             self._draining = True
         self._post(self._drain)
@@ -134,8 +135,8 @@ class GroupCommit:
     # -- event loop ------------------------------------------------------------------
 
     def _flush(self) -> None:
-        self._flush_scheduled = False
         with self._lock:
+            self._flush_scheduled = False
             if self._draining or not self._queue:
                 return  # the writer thread's drain will take them
         if not self._owner.acquire(blocking=False):

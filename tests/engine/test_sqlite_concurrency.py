@@ -268,3 +268,41 @@ async def test_lock_held_past_the_budget_fails_after_busy_timeout(sqlite_path: P
         assert (await store.cancel(queued.id)) is not None
     finally:
         await store.close()
+
+
+async def _submit_many(store: SQLiteStore, label: str) -> list[str]:
+    ids = []
+    for round_ in range(10):
+        batch = await asyncio.gather(
+            *(store.submit(name=label, payload={"r": round_, "i": i}) for i in range(20))
+        )
+        ids += [t.id for t in batch]
+        ids.append((await store.submit(name=label, key=f"{label}-{round_}")).id)
+    return ids
+
+
+async def test_two_handles_on_two_loops_write_without_loss(sqlite_path: Path) -> None:
+    """Two handles in one process, one on another thread's loop (like a worker thread).
+
+    Their writer connections contend for the file's lock, so this exercises the
+    busy path (back-off, the writer-thread drain) inside one process.
+    """
+    main = SQLiteStore(sqlite_path)
+    await main.connect()
+    other = SQLiteStore(sqlite_path)
+
+    async def on_other_loop() -> list[str]:
+        try:
+            return await _submit_many(other, "other")
+        finally:
+            await other.close()
+
+    try:
+        other_ids, main_ids = await asyncio.gather(
+            asyncio.to_thread(asyncio.run, on_other_loop()),
+            _submit_many(main, "main"),
+        )
+    finally:
+        await main.close()
+    assert len(set(other_ids) | set(main_ids)) == 2 * 210
+    assert count(sqlite_path) == 2 * 210

@@ -16,6 +16,7 @@ from engine import (
     StoreClosed,
     StoreUnavailable,
 )
+from engine._sql import statement
 
 MIGRATIONS = [
     "0001_init.sql",
@@ -345,3 +346,22 @@ async def test_closed_store_refuses_calls(sqlite_path: Path) -> None:
     for call in (store.get("task_x"), store.submit(name="x"), store.connect(), store.stats()):
         with pytest.raises(StoreClosed):
             await call
+
+
+async def test_statistics_bootstrap_lets_recovery_use_the_lease_index(sqlite_path: Path) -> None:
+    store = SQLiteStore(sqlite_path)
+    await store.connect()
+    for _ in range(50):
+        await store.submit(name="x")
+    await store.claim(queues=["default"], worker_id="w", limit=10)
+    await store.close()
+    with sqlite3.connect(sqlite_path) as conn:
+        conn.execute("delete from sqlite_stat1")
+    await make_database(sqlite_path)  # no statistics row: the open runs ANALYZE
+    assert query(sqlite_path, "select count(*) from sqlite_stat1 where tbl = 'cairnq_tasks'")[0][0]
+    with sqlite3.connect(sqlite_path) as conn:
+        plan = conn.execute(
+            "explain query plan " + statement("sqlite", "recover_leases"),
+            {"now_ms": 0, "lease_expired_error": "{}"},
+        ).fetchall()
+    assert any("cairnq_tasks_lease_idx" in row[-1] for row in plan), plan
