@@ -30,6 +30,7 @@ def test_four_workers_two_submitters_one_file(tmp_path: Path, ledger_dir: Path) 
         lease_ms=1000,
         submitter_args=["--fail-every", "10"],
     )
+    print("scenario 2:", result.verdict.summary(), f"{result.elapsed_s:.1f}s")
     assert_clean(result)
     v = result.verdict
     assert v.submitted == tasks
