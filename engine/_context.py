@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine._backoff import retry_delay_ms
-from engine._errors import LostLease, SerializationError, TaskError, UnsupportedBackend
+from engine._errors import LostLease, TaskError
 from engine._models import Task, TaskDef
 from engine._waits import DEFAULT_MAX_POLL_MS, DEFAULT_POLL_MS, DEFAULT_TIMEOUT_MS, wait_for_task
 
@@ -236,11 +236,16 @@ class TaskContext:
         if self._settled:
             return None
         self._gate(settled_refuses=False)
+        # Settled before the write so a heartbeat racing it does not read the
+        # task's absence as a lost lease.
         self._settled = True
         try:
             return await self._owned(write())
-        except SerializationError:
-            # Nothing was written: the handler may still settle another way.
+        except LostLease:
+            raise
+        except BaseException:
+            # Nothing settled (refused value, unsupported backend, failed write):
+            # the handler, or the worker's own settlement, may still settle it.
             self._settled = False
             raise
 
@@ -288,6 +293,9 @@ class TaskContext:
     async def succeed_in(self, write: Callable[[Any], Awaitable[Any]]) -> Task | None:
         """Run ``write(session)`` and record success in the same Postgres transaction.
 
+        What ``write`` returns becomes the task's result; if the lease turns out
+        lost, ``write``'s work rolls back with the settlement.
+
         Returns:
             The settled row, or None if the task was already settled.
 
@@ -295,14 +303,10 @@ class TaskContext:
             UnsupportedBackend: the store has no transactional completion (SQLite).
             LostLease: the lease is lost (the transaction is rolled back).
         """
-        complete_in = getattr(self._store, "complete_in", None)
-        if complete_in is None:
-            raise UnsupportedBackend(
-                f"succeed_in needs a Postgres store; {type(self._store).__name__} has no "
-                "transactional completion"
-            )
         return await self._settle(
-            lambda: complete_in(task_id=self.task_id, worker_id=self._worker_id, write=write)
+            lambda: self._store.complete_in(
+                task_id=self.task_id, worker_id=self._worker_id, write=write
+            )
         )
 
     # -- children and waits ---------------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from worker_support import DIALECTS, Overlap, connected, eventually, finished, open_store
 
-from engine import LostLease, SerializationError, TaskError, TaskStore, Worker
+from engine import LostLease, SerializationError, TaskError, TaskStore, UnsupportedBackend, Worker
 
 
 @pytest.fixture(params=DIALECTS)
@@ -291,3 +291,41 @@ async def test_payload_over_budget_runs_alone(store: TaskStore) -> None:
         done = await finished(store, ids)
     assert all(t.status == "succeeded" for t in done)
     assert seen.peak["heavy"] == 1
+
+
+async def test_succeed_in_commits_the_callers_write_with_the_result(
+    store: TaskStore, request: pytest.FixtureRequest
+) -> None:
+
+    worker = fast_worker(store)
+    outcome = []
+
+    @worker.task
+    async def ingest(ctx, payload):
+        async def write(conn):
+            await conn.execute("create table if not exists ingested (v int)")
+            await conn.execute("insert into ingested values (%s)", (payload["v"],))
+            return {"rows": 1}
+
+        try:
+            outcome.append(await ctx.succeed_in(write))
+        except UnsupportedBackend:
+            outcome.append("unsupported")
+            return "plain"
+        outcome.append(await ctx.succeed_in(write))  # already settled: no write
+
+    task = await store.submit(name="ingest", payload={"v": 7})
+    async with worker.background():
+        (done,) = await finished(store, [task.id])
+    if store.dialect == "sqlite":
+        assert outcome == ["unsupported"] and done.result == "plain"
+        return
+    assert outcome[1] is None and outcome[0].status == "succeeded"
+    assert done.result == {"rows": 1}
+    import psycopg
+
+    # The caller's table landed in the store's schema, committed with the task.
+    schema = store.schema  # type: ignore[attr-defined]
+    async with await psycopg.AsyncConnection.connect(request.getfixturevalue("pg_dsn")) as conn:
+        cur = await conn.execute(f'select v from "{schema}".ingested')
+        assert await cur.fetchall() == [(7,)]
