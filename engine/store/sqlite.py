@@ -1,24 +1,32 @@
 """The SQLite store: cairnq protocol v1 over one database file, via aiosqlite.
 
-Layout of the work:
+Where the work runs:
 
-* **Writer thread.** aiosqlite owns one connection and one thread. Each whole
-  operation (a keyed submit's transaction, a claim, a group-commit batch) runs
-  there as a single function from ``_sqlite_sync`` — one thread round trip
-  (~150 µs here) per operation instead of one per statement.
-* **Reader.** Reads run inline on the caller's thread through a second,
-  ``query_only`` connection with ``busy_timeout`` 0: in WAL mode readers never
-  wait for writers, and a stdlib primary-key read costs microseconds. A read
-  that would wait, and every read of an in-memory database (whose second
-  connection would be another database), goes to the writer thread instead.
-* **Group commit.** Single-statement writes queue up; a flusher task takes all
-  that are waiting, runs them bare (one) or in one ``BEGIN IMMEDIATE`` (several),
-  and answers the callers after COMMIT.
-* **Contention.** After opening, the writer's ``busy_timeout`` is 0: a locked
-  database returns at once and the event loop backs off (1 ms doubling to 50 ms,
-  jittered), so neither the loop nor the writer thread sleeps inside SQLite, and
-  a caller gets ``sqlite3.OperationalError`` ("database is locked") only once its
-  ``busy_timeout_ms`` budget is spent.
+* **Inline, on the caller's event loop.** After the open sequence the writer
+  connection's ``busy_timeout`` is 0, so SQLite never waits on a lock: a
+  statement does its own work (an uncontended WAL commit is ~0.1 ms, cheaper
+  than one hop to a thread, PERF-NOTES.md) or returns SQLITE_BUSY at once. So
+  whole operations — a keyed submit's transaction, a claim with its recovery,
+  a claim session's draws, a group-commit batch — run inline, and a busy
+  database is waited out with ``asyncio.sleep`` (1 ms doubling to 50 ms,
+  jittered) until the caller's ``busy_timeout_ms`` budget is spent, then
+  ``sqlite3.OperationalError`` ("database is locked"). A threading lock
+  (``_owner``) gives the writer connection to one user at a time.
+* **Reads** use a second, ``query_only`` connection inline (WAL readers never
+  wait for writers); a read that would wait, and every read of an in-memory
+  database (a second connection would be another database), use the writer.
+* **Group commit** (``_sqlite_group``): single-statement writes queue up and
+  one flush takes all of them — bare if one, else one ``BEGIN IMMEDIATE`` —
+  answering callers after COMMIT; consecutive inserts become one statement.
+* **aiosqlite's thread** opens the database (migrations wait on
+  ``busy_timeout``, so never on the loop), drains group-commit batches while
+  another process holds the lock, and does housekeeping on its own connection:
+  WAL checkpoints (the writer's automatic checkpoint would fsync inside an
+  inline commit) and planner statistics.
+
+Durability: WAL with ``synchronous=NORMAL`` — a COMMIT is in the WAL before any
+caller is answered, so every acknowledged write survives a crash of the
+process; only an OS crash or power loss may lose the last transactions.
 """
 
 from __future__ import annotations
