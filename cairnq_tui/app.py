@@ -27,12 +27,13 @@ from cairnq_tui.clock import Clock, system_clock
 from cairnq_tui.commands import ConsoleCommands
 from cairnq_tui.controls import Controls
 from cairnq_tui.formatting import clean
+from cairnq_tui.hosting import WorkerHost
 from cairnq_tui.messages import ControlFinished, DatabaseWoke, DataMessage, StoreConnected
 from cairnq_tui.screens.help import HelpScreen
 from cairnq_tui.screens.main import MainScreen
 from cairnq_tui.target import Target, redact
 from cairnq_tui.widgets.status_bar import StatusBar
-from engine import CairnQ, Inspector, TaskStore, WatchSignal
+from engine import CairnQ, Inspector, TaskStore, WaitSnapshot, WatchSignal, active_waits
 
 #: The least time between two refreshes that watch signals may trigger.
 EARLY_REFRESH_GAP_S = 0.25
@@ -68,18 +69,26 @@ class ConsoleApp(App[None]):
         *,
         clock: Clock = system_clock,
         measure: Callable[[], float] = time.perf_counter,
+        host: WorkerHost | None = None,
+        wait_registry: Callable[[], list[WaitSnapshot]] = active_waits,
     ) -> None:
         """Args:
         store: the database (connected by the app if it is not yet).
         settings: what the command line asked for.
         clock: epoch ms for ages and countdowns (fixed in snapshots).
         measure: the stopwatch behind "last refresh cost" (fixed in snapshots).
+        host: the workers hosted in this process (``--worker``), already started;
+            the caller shuts them down after the app exits.
+        wait_registry: the waits in progress (fixed in snapshots).
         """
         super().__init__()
         self.store = store
         self.settings = settings
         self.clock = clock
         self.measure = measure
+        self.host = host
+        self.hosted_index = 0  # the hosted worker the hosted views' controls act on
+        self.wait_registry = wait_registry
         self.client = CairnQ(store)
         self.inspector = Inspector(store, clock=clock)
         self.controls = Controls(self)

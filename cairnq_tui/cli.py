@@ -1,4 +1,5 @@
-"""The ``cairnq-tui`` command: ``launch [TARGET]`` opens the console on a database.
+"""The ``cairnq-tui`` command: ``launch [TARGET]`` opens the console on a database;
+``demo`` opens it on a fresh database with a hosted demo worker and traffic.
 
 Bad input never ends in a traceback: a target that does not answer or is not a
 cairnq database prints one short message on stderr and exits with status 2.
@@ -8,11 +9,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cairnq_tui import __version__
+from cairnq_tui.hosting import HostError, WorkerHost
 from cairnq_tui.target import TargetError, check_target, make_store, parse_target, redact
+
+if TYPE_CHECKING:
+    from cairnq_tui.app import ConsoleApp
 
 EXIT_BAD_TARGET = 2
 
@@ -57,6 +67,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="refresh interval (default 1)",
     )
     launch.add_argument("--theme", help="Textual theme name (e.g. textual-dark, nord)")
+    launch.add_argument(
+        "--worker",
+        action="append",
+        dest="workers",
+        metavar="MODULE:ATTR",
+        help="host this engine.Worker (or a function taking the store and returning one) "
+        "in the console, on the same database (repeatable)",
+    )
+    demo = commands.add_parser(
+        "demo",
+        help="the console on a fresh database with a demo worker and traffic",
+        description="Open the console on a new SQLite database in a temporary folder "
+        "(deleted on quit), with the built-in demo worker hosted and a traffic generator.",
+    )
+    demo.add_argument("--db", metavar="PATH", help="keep the database at PATH instead")
+    demo.add_argument(
+        "--rate",
+        type=_rate,
+        default=20.0,
+        metavar="N",
+        help="tasks submitted per second (default 20)",
+    )
+    demo.add_argument("--seed", type=int, help="fix the traffic and handler behaviour")
     return parser
 
 
@@ -70,10 +103,22 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.1 <= value <= 5000:
+        raise argparse.ArgumentTypeError("must be between 0.1 and 5000 tasks per second")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "demo":
+        return demo(args)
     if args.command != "launch":
         parser.print_help()
         return 0 if args.command is None and argv == [] else EXIT_BAD_TARGET
@@ -108,7 +153,22 @@ def launch(args: argparse.Namespace) -> int:
         theme=args.theme,
         notice=notice,
     )
-    app = ConsoleApp(store, settings)
+    host = None
+    if args.workers:
+        if args.read_only:
+            print("cairnq-tui: --worker cannot be used with --read-only", file=sys.stderr)
+            return EXIT_BAD_TARGET
+        try:
+            host = WorkerHost(
+                args.workers,
+                make_store=partial(make_store, target, read_only=False),
+                target_text=target.raw,
+                reference=store,
+            )
+        except HostError as exc:
+            print(f"cairnq-tui: {exc}", file=sys.stderr)
+            return EXIT_BAD_TARGET
+    app = ConsoleApp(store, settings, host=host)
     if args.theme and args.theme not in app.available_themes:
         print(
             f"cairnq-tui: unknown theme {args.theme!r}; "
@@ -116,8 +176,62 @@ def launch(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_TARGET
-    app.run()
+    return run_hosting(app, host)
+
+
+def run_hosting(app: ConsoleApp, host: WorkerHost | None) -> int:
+    """Start the hosted workers, run the console, then shut the workers down."""
+    if host is not None:
+        try:
+            host.start()
+        except HostError as exc:
+            print(f"cairnq-tui: {exc}", file=sys.stderr)
+            return EXIT_BAD_TARGET
+    try:
+        app.run()
+    finally:
+        if host is not None:
+            host.shutdown()
     return app.return_code or 0
+
+
+def demo(args: argparse.Namespace) -> int:
+    """The console on a demo database, with the demo worker hosted and traffic running."""
+    from cairnq_tui.app import ConsoleApp, Settings
+    from cairnq_tui.demo import DemoTraffic
+
+    folder = None if args.db else Path(tempfile.mkdtemp(prefix="cairnq-demo-"))
+    path = str(folder / "demo.db") if folder is not None else args.db
+    try:
+        target = parse_target(path)
+        asyncio.run(check_target(target, read_only=False))
+        store = make_store(target, read_only=False)
+        new_store = partial(make_store, target, read_only=False)
+        host = WorkerHost(
+            ["cairnq_tui.demo:make_worker"],
+            make_store=new_store,
+            target_text=target.raw,
+            reference=store,
+        )
+        traffic = DemoTraffic(new_store, rate=args.rate, seed=args.seed)
+        kept = "kept" if folder is None else "deleted on quit"
+        settings = Settings(
+            target=target,
+            notice=f"Demo: {args.rate:g} tasks/s into {path} ({kept}). "
+            "Keys 1-9 switch views; ? lists every key.",
+        )
+        app = ConsoleApp(store, settings, host=host)
+        traffic.start()
+        try:
+            return run_hosting(app, host)
+        finally:
+            traffic.stop()
+    except TargetError as exc:
+        print(f"cairnq-tui: {exc}", file=sys.stderr)
+        return EXIT_BAD_TARGET
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ _SECTION_VIEWS = {
     "Queues view": "queues",
     "Leases view": "leases",
     "Keys view": "keys",
+    "Hosted worker views (Waits, Quotas, Resources, Calls, Errors)": "quotas",
+    "Errors view": "errors",
 }
 _EXTRA = [
     ("Cancel by key…", "Cancel the task a key points at", None, "cancel_by_key_prompt"),

@@ -101,12 +101,12 @@ def make_worker(
 
     @worker.task("render", resource="gpu")
     async def render(ctx: TaskContext, payload: dict[str, Any]) -> dict[str, Any]:
-        await pause(ctx, "render", 0.3, 0.8)
+        await pause(ctx, "render", 0.8, 2.0)
         return {"frames": 24, "scene": payload.get("scene")}
 
     @worker.task("compare", resource="gpu")
     async def compare(ctx: TaskContext, payload: dict[str, Any]) -> dict[str, Any]:
-        await pause(ctx, "compare", 0.2, 0.5)
+        await pause(ctx, "compare", 0.4, 1.0)
         return {"similarity": round(_draw(seed, payload.get("n", 0), 0, "similarity"), 3)}
 
     @worker.task("index.update", resource="index")
@@ -116,7 +116,7 @@ def make_worker(
 
     @worker.task("thumbnail", concurrency=2)
     async def thumbnail(ctx: TaskContext, payload: dict[str, Any]) -> dict[str, Any]:
-        await pause(ctx, "thumbnail", 0.8, 1.6)
+        await pause(ctx, "thumbnail", 1.5, 3.0)
         return {"size": "256x256"}
 
     @worker.task("fetch.flaky")
@@ -160,7 +160,7 @@ def traffic_plan(seed: int | None = None) -> Iterator[DemoSubmit]:
     n = 0
     revisions = [0] * KEYS
     kinds = ["embed", "notify", "index", "thumbnail", "flaky", "gpu", "delayed", "report"]
-    weights = [14, 20, 14, 8, 10, 8, 5, 1]
+    weights = [12, 18, 14, 12, 10, 12, 5, 1]
     while True:
         n += 1
         kind = rng.choices(kinds, weights)[0]
@@ -177,8 +177,15 @@ def traffic_plan(seed: int | None = None) -> Iterator[DemoSubmit]:
             # Mostly reuse (a duplicate update is absorbed); a new revision replaces.
             conflict: Conflict = "replace" if rng.random() < 0.3 else "reuse"
             update = {"n": n, "doc": doc, "revision": revisions[doc]}
+            # Some updates are deferred, so a follower of the key sees it replaced.
+            delay = rng.choice([0, 0, 0, 4_000, 8_000])
             yield DemoSubmit(
-                "index.update", update, queue="search", key=f"doc:{doc}", conflict=conflict
+                "index.update",
+                update,
+                queue="search",
+                key=f"doc:{doc}",
+                conflict=conflict,
+                delay_ms=delay,
             )
         elif kind == "thumbnail":
             yield DemoSubmit("thumbnail", {"n": n, "image": f"img-{n}.png"}, queue="media")

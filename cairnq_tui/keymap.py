@@ -17,6 +17,11 @@ APP = [
     Binding("2", "show_view('queues')", "Queues", show=False),
     Binding("3", "show_view('leases')", "Leases", show=False),
     Binding("4", "show_view('keys')", "Keys", show=False),
+    Binding("5", "show_view('waits')", "Waits", show=False),
+    Binding("6", "show_view('quotas')", "Quotas", show=False),
+    Binding("7", "show_view('resources')", "Resources", show=False),
+    Binding("8", "show_view('calls')", "Calls", show=False),
+    Binding("9", "show_view('errors')", "Errors", show=False),
     Binding("p", "toggle_pause", "Pause"),
     Binding("ctrl+r", "refresh_now", "Refresh", show=False),
     Binding("n", "submit", "Submit"),
@@ -80,6 +85,21 @@ SUBMIT = [
 
 HELP = [Binding("escape,question_mark,q", "dismiss", "Close")]
 
+#: Controls of the selected hosted worker (``--worker``), on every hosted view.
+HOSTED = [
+    Binding("z", "hosted_toggle_pause", "Pause/resume worker"),
+    Binding("D", "hosted_drain", "Drain", key_display="D"),
+    Binding("S", "hosted_restart", "Start", key_display="S"),
+    Binding("L", "hosted_reload", "Reload", key_display="L"),
+    Binding("plus,equals_sign", "hosted_more", "Concurrency +", key_display="+"),
+    Binding("minus", "hosted_less", "Concurrency -", key_display="-"),
+    Binding("W", "hosted_next", "Next worker", key_display="W", show=False),
+]
+
+ERRORS = [
+    Binding("enter,t", "show_traceback", "Traceback", key_display="enter"),
+]
+
 #: (section title, bindings) as the help screen lists them.
 SECTIONS = [
     ("Everywhere", APP),
@@ -87,6 +107,8 @@ SECTIONS = [
     ("Queues view", QUEUES),
     ("Leases view", LEASES),
     ("Keys view", KEYS),
+    ("Hosted worker views (Waits, Quotas, Resources, Calls, Errors)", HOSTED),
+    ("Errors view", ERRORS),
     ("Task detail", DETAIL),
 ]
 

@@ -13,17 +13,28 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 
 from cairnq_tui.messages import StoreConnected
+from cairnq_tui.widgets.calls_view import CallsView
+from cairnq_tui.widgets.errors_view import ErrorsView
 from cairnq_tui.widgets.keys_view import KeysView
 from cairnq_tui.widgets.leases_view import LeasesView
 from cairnq_tui.widgets.queues_view import QueuesView
+from cairnq_tui.widgets.quotas_view import QuotasView
+from cairnq_tui.widgets.resources_view import ResourcesView
 from cairnq_tui.widgets.status_bar import StatusBar
 from cairnq_tui.widgets.tasks_view import TasksView
+from cairnq_tui.widgets.waits_view import WaitsView
 
 VIEWS = {
     "tasks": ("Tasks", TasksView),
     "queues": ("Queues", QueuesView),
     "leases": ("Leases", LeasesView),
     "keys": ("Keys", KeysView),
+    # What only this process knows: its waits, and its hosted workers (--worker).
+    "waits": ("Waits", WaitsView),
+    "quotas": ("Quotas", QuotasView),
+    "resources": ("Resources", ResourcesView),
+    "calls": ("Calls", CallsView),
+    "errors": ("Errors", ErrorsView),
 }
 
 

@@ -1,0 +1,216 @@
+"""What every hosted-worker view shares: the workers strip, the refresh, the controls.
+
+A hosted view reads ``app.host`` (a ``WorkerHost``, None without ``--worker``):
+each refresh awaits every hosted worker's ``HostedStatus`` (a hop to the
+worker's own loop, no database) plus whatever the view reads from the database
+through the Inspector, and posts one ``HostedRefreshed``. The controls act on
+the selected hosted worker (``W`` moves the selection) and run in workers of
+their own, so a drain that waits for slow calls never blocks the console.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from cairnq_tui import keymap
+from cairnq_tui.formatting import clean, duration
+from cairnq_tui.hosting import HostedStatus, HostedWorker, HostError
+from cairnq_tui.messages import DataMessage
+from engine import CappedCount, TaskFilter, WaitSnapshot
+
+#: Backlog counts stop here (a count must never scan a whole table).
+BACKLOG_CAP = 10_000
+NO_HOST = (
+    "No hosted worker. Host your own with `cairnq-tui launch TARGET --worker MODULE:ATTR`, "
+    "or try `cairnq-tui demo`."
+)
+STATE_STYLES = {
+    "running": "bold green",
+    "paused": "bold yellow",
+    "draining": "bold magenta",
+    "starting": "cyan",
+    "stopped": "dim",
+    "failed": "bold red",
+}
+
+
+@dataclass
+class HostedRefreshed(DataMessage):
+    """Hosted statuses, the waits registry, and queued counts per task name."""
+
+    statuses: list[HostedStatus]
+    waits: list[WaitSnapshot] = field(default_factory=list)
+    backlog: dict[str, CappedCount] = field(default_factory=dict)
+
+
+def worker_line(status: HostedStatus, selected: bool) -> Text:
+    """One hosted worker in the strip above each hosted view."""
+    snap = status.snapshot
+    parts: list[Text | str | tuple[str, str]] = [
+        ("▶ " if selected else "  ", "bold"),
+        (clean(status.spec), "bold" if selected else ""),
+        "  ",
+        (status.state, STATE_STYLES.get(status.state, "")),
+    ]
+    if snap is not None:
+        parts.append(
+            f"  calls {snap.concurrency_used}/{snap.concurrency_limit}"
+            f"  polls {snap.polls:,}  claimed {snap.tasks_claimed:,}"
+        )
+    if status.loop_lag_ms >= 50:
+        parts.append((f"  loop blocked {duration(status.loop_lag_ms)}", "bold red"))
+    if status.stale:
+        parts.append(("  (stale)", "dim"))
+    if status.error:
+        parts.append(("\n    " + clean(status.error), "red"))
+    return Text.assemble(*parts)
+
+
+class HostedView(Vertical):
+    """Base of the Quotas, Resources, Calls, Waits and Errors views."""
+
+    BINDINGS = keymap.HOSTED
+    #: Whether the view needs queued counts per registered name.
+    wants_backlog = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.statuses: list[HostedStatus] = []
+        self.waits: list[WaitSnapshot] = []
+        self.backlog: dict[str, CappedCount] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static("", classes="hosted-workers")
+        yield from self.compose_body()
+
+    def compose_body(self) -> ComposeResult:
+        """The view's own widgets, below the workers strip."""
+        return iter(())
+
+    @property
+    def host(self) -> Any:
+        return getattr(self.app, "host", None)
+
+    def refresh_data(self) -> None:
+        self.load()
+
+    @work(exclusive=True, group="refresh", exit_on_error=False)
+    async def load(self) -> None:
+        app: Any = self.app
+        started = app.measure()
+        statuses = await self.host.statuses() if self.host else []
+        waits = app.wait_registry() if hasattr(app, "wait_registry") else []
+        backlog = await self._backlog(statuses) if self.wants_backlog else {}
+        cost = (app.measure() - started) * 1000
+        self.post_message(HostedRefreshed(cost, statuses, waits, backlog))
+
+    async def _backlog(self, statuses: Sequence[HostedStatus]) -> dict[str, CappedCount]:
+        names = sorted({n for s in statuses for n in s.handles})
+        counts: dict[str, CappedCount] = {}
+        for name in names:
+            flt = TaskFilter(status="queued", name=name)
+            count = await self.app.inspector.count_tasks(flt, cap=BACKLOG_CAP)  # type: ignore[attr-defined]
+            if count is not None:
+                counts[name] = count
+        return counts
+
+    def on_hosted_refreshed(self, message: HostedRefreshed) -> None:
+        message.stop()
+        self.statuses = message.statuses
+        self.waits = message.waits
+        self.backlog = message.backlog
+        self._draw_workers()
+        self.draw()
+        self.app.refresh_drawn(message)  # type: ignore[attr-defined]
+
+    def _draw_workers(self) -> None:
+        strip = self.query_one(".hosted-workers", Static)
+        if not self.statuses:
+            strip.update(Text(NO_HOST, style="dim"))
+            return
+        index = self.selected_index()
+        lines = [worker_line(s, i == index) for i, s in enumerate(self.statuses)]
+        strip.update(Text("\n").join(lines))
+
+    def draw(self) -> None:
+        """Draw the view's body from ``statuses``/``waits``/``backlog``."""
+
+    def now(self) -> int:
+        return int(self.app.clock())  # type: ignore[attr-defined]
+
+    # -- controls on the selected hosted worker ------------------------------------------
+
+    def selected_index(self) -> int:
+        count = len(self.host.workers) if self.host else 0
+        return getattr(self.app, "hosted_index", 0) % count if count else 0
+
+    def selected(self) -> HostedWorker | None:
+        if not self.host:
+            return None
+        workers: Sequence[HostedWorker] = self.host.workers
+        return workers[self.selected_index()]
+
+    def _status_of(self, hosted: HostedWorker) -> HostedStatus | None:
+        return next((s for s in self.statuses if s.spec == str(hosted.spec)), None)
+
+    @work(group="hosted-control", exit_on_error=False)
+    async def _control(self, what: str, act: Callable[[HostedWorker], Awaitable[None]]) -> None:
+        hosted = self.selected()
+        if hosted is None:
+            self.app.notify(NO_HOST, severity="warning")
+            return
+        self.app.notify(f"{what}: {hosted.spec}…", timeout=2)
+        try:
+            await act(hosted)
+        except HostError as exc:
+            self.app.notify(clean(str(exc)), title=f"{what} failed", severity="error", timeout=10)
+        except ValueError as exc:
+            self.app.notify(clean(str(exc)), title=f"{what} refused", severity="error")
+        else:
+            self.app.notify(f"{what}: {hosted.spec} done", timeout=2)
+        self.app.refresh_now(force=True)  # type: ignore[attr-defined]
+
+    def action_hosted_toggle_pause(self) -> None:
+        hosted = self.selected()
+        status = self._status_of(hosted) if hosted is not None else None
+        if status is not None and status.state == "paused":
+            self._control("Resume", lambda h: h.resume())
+        else:
+            self._control("Pause", lambda h: h.pause())
+
+    def action_hosted_drain(self) -> None:
+        self._control("Drain and stop", lambda h: h.drain())
+
+    def action_hosted_restart(self) -> None:
+        self._control("Restart", lambda h: h.restart())
+
+    def action_hosted_reload(self) -> None:
+        self._control("Reload", lambda h: h.reload())
+
+    def _concurrency(self, delta: int) -> None:
+        hosted = self.selected()
+        status = self._status_of(hosted) if hosted is not None else None
+        if status is None or status.snapshot is None:
+            return
+        target = max(1, status.snapshot.concurrency_limit + delta)
+        self._control(f"Concurrency {target}", lambda h: h.set_concurrency(target))
+
+    def action_hosted_more(self) -> None:
+        self._concurrency(+1)
+
+    def action_hosted_less(self) -> None:
+        self._concurrency(-1)
+
+    def action_hosted_next(self) -> None:
+        app: Any = self.app
+        app.hosted_index = getattr(app, "hosted_index", 0) + 1
+        self._draw_workers()
+        self.draw()
