@@ -184,11 +184,11 @@ class SQLiteStore(TaskStore):
         # The reader is used from whichever thread calls; one user at a time.
         self._reader_lock = threading.Lock()
         self._connect_lock: asyncio.Lock | None = None
-        # Held for a whole multi-step claim session, whose transaction stays open
-        # across several writer-thread calls: nothing else may join it.
+        # Held for a whole claim session, whose transaction stays open while its
+        # plan awaits between draws: no other operation of this loop may join it.
         self._session_lock = asyncio.Lock()
-        # Held by whoever uses the writer connection right now: an inline
-        # group-commit flush on a loop, or an operation on the writer thread.
+        # Held by whoever uses the writer connection right now: an operation or
+        # group-commit flush inline on some loop, or the writer thread's drain.
         self._owner = threading.Lock()
         self._post: Callable[[Callable[[], None]], None] | None = None
         self._checkpointer: sqlite3.Connection | None = None
@@ -269,7 +269,7 @@ class SQLiteStore(TaskStore):
             )
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot open SQLite database {self._path}: {exc}") from exc
-        raw = conn._conn  # the stdlib connection, used only on aiosqlite's thread
+        raw = conn._conn  # the stdlib connection; its users take turns via _owner
         try:
             await self._on_thread(
                 conn,
@@ -354,11 +354,11 @@ class SQLiteStore(TaskStore):
 
     @staticmethod
     def _poster(conn: aiosqlite.Connection) -> Callable[[Callable[[], None]], None]:
-        # Group commit must reach the writer thread synchronously, from inside
-        # the caller's step, so the thread starts on the first write while the
-        # loop is still preparing the next ones. aiosqlite's _execute is a
-        # coroutine (the put happens one step later), so this puts on the same
-        # private queue it uses; ``None`` = no future, aiosqlite accepts it.
+        # Fire-and-forget work for the writer thread (a contended group-commit
+        # drain, checkpoints, statistics), posted from plain callbacks and from
+        # that thread itself, where aiosqlite's coroutine _execute cannot run.
+        # This puts on the same private queue _execute uses; ``None`` = no
+        # future to resolve, which aiosqlite's worker accepts.
         tx = cast(Any, conn)._tx
 
         def post(fn: Callable[[], None]) -> None:
@@ -431,7 +431,7 @@ class SQLiteStore(TaskStore):
         self._post(lambda: sync.checkpoint(checkpointer))
 
     async def _fetch(self, sql: str, params: dict[str, Any]) -> sync.Rows:
-        """A read: inline on the reader when it can answer at once, else on the thread."""
+        """A read: inline on the reader when it can answer at once, else on the writer."""
         if self._closed or self._conn is None:
             await self._ready()
         reader = self._reader
