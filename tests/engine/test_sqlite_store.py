@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -544,3 +545,13 @@ async def test_operations_connect_lazily(sqlite_path: Path) -> None:
         assert await store.get(task.id) == task
     finally:
         await store.close()
+
+
+async def test_task_ids_are_ulids_ordered_by_millisecond(store: SQLiteStore) -> None:
+    first = await store.submit(name="x")
+    await asyncio.sleep(0.002)
+    batch = await asyncio.gather(*(store.submit(name="x") for _ in range(200)))
+    pattern = re.compile(r"^task_[0-7][0-9A-HJKMNP-TV-Z]{25}$")
+    ids = [first.id, *(t.id for t in batch)]
+    assert all(pattern.match(i) for i in ids) and len(set(ids)) == len(ids)
+    assert all(first.id < t.id for t in batch)  # a later millisecond sorts later
