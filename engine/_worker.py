@@ -365,7 +365,6 @@ class _Call:
         "call_id",
         "contexts",
         "heartbeat",
-        "heartbeat_write",
         "last_heartbeat_ms",
         "lease_until_ms",
         "name",
@@ -385,7 +384,6 @@ class _Call:
         self.lease_until_ms: int | None = min(leases) if leases else None
         self.last_heartbeat_ms: int | None = None
         self.heartbeat: asyncio.TimerHandle | None = None
-        self.heartbeat_write: asyncio.Task[None] | None = None
         self.bytes = 0
         self.abandoned = False
 
