@@ -79,3 +79,15 @@ async def test_child_submits_from_handlers_pass_the_gate(store: TaskStore) -> No
     async with worker.background():
         await finished(store, [task.id])
     assert outcomes == ["queued", "queued", "full"]
+
+
+async def test_one_probe_grants_up_to_64_submits(store: TaskStore) -> None:
+    gate = QueueGate({"wide": 1_000, "narrow": 5})
+    await gate.admit(store, "wide")
+    await gate.admit(store, "narrow")
+    await gate.admit(store, "ungated")
+    # The probe's headroom, capped at 64, minus the submit that was admitted.
+    assert gate.grants() == {"wide": 63, "narrow": 4}
+    for _ in range(4):
+        await gate.admit(store, "narrow")
+    assert gate.grants()["narrow"] == 0
