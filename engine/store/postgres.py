@@ -29,6 +29,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from engine import _json
 from engine._errors import (
     AlreadyExists,
     LostLease,
@@ -770,8 +771,6 @@ class PostgresStore(TaskStore):
         result: Any,
         write: Callable[[Any], Awaitable[Any]],
     ) -> Task:
-        from engine import _json
-
         _require_text(task_id, "task_id")
         _require_text(worker_id, "worker_id")
         params = {"id": task_id, **self._result_params(worker_id, _json.dumps_or_none(result))}
