@@ -193,7 +193,7 @@ class ConsoleApp(App[None]):
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
-        if not self.connected:
+        if not self.connected or not self.screen_stack:  # not yet, or shutting down
             return
         if self.paused or self.dialog_open:
             self._show_state()

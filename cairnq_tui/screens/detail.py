@@ -20,10 +20,12 @@ from textual.widgets import Collapsible, Footer, Header, Static
 from cairnq_tui import keymap
 from cairnq_tui.explain import clock_time, why_not_running
 from cairnq_tui.formatting import age, clean, lease_left, progress_bar, safe_text, status_text
+from cairnq_tui.hosting import HostedStatus, hosted_reasons
 from cairnq_tui.messages import DetailRefreshed
 from cairnq_tui.widgets.json_tree import JsonTree
 from cairnq_tui.widgets.status_bar import StatusBar
-from engine import TaskDetail
+from cairnq_tui.worker_errors import ForwardWorkerErrors
+from engine import Task, TaskDetail
 
 JSON_FIELDS = ("payload", "result", "error", "metadata")
 
@@ -34,7 +36,7 @@ def _when(ms: int | None, now: int) -> Text:
     return Text(f"{clock_time(ms)}  ({age(ms, now)}{' ago' if ms <= now else ''})")
 
 
-class TaskDetailScreen(Screen[None]):
+class TaskDetailScreen(ForwardWorkerErrors, Screen[None]):
     """Live detail of one task (or of whatever a key points at)."""
 
     BINDINGS = keymap.DETAIL
@@ -45,6 +47,7 @@ class TaskDetailScreen(Screen[None]):
         self.follow_key = follow_key
         self.detail: TaskDetail | None = None
         self.missing = False
+        self.hosted: list[HostedStatus] = []  # what hosted workers say (--worker)
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -73,6 +76,9 @@ class TaskDetailScreen(Screen[None]):
         self.set_interval(1.0, self.draw)
         self.draw()
 
+    def _hosted_reasons(self, task: Task) -> list[str]:
+        return [clean(r) for r in hosted_reasons(task.name, task.queue, task.status, self.hosted)]
+
     def show_task(self, task_id: str | None, *, follow_key: str | None = None) -> None:
         """Switch to another task (or key) without stacking another screen."""
         self.task_id, self.follow_key = task_id, follow_key
@@ -92,6 +98,8 @@ class TaskDetailScreen(Screen[None]):
             task = await app.client.get_by_key(follow_key)
             task_id = task.id if task is not None else task_id
         detail = await app.inspector.task_detail(task_id) if task_id else None
+        if getattr(app, "host", None):
+            self.hosted = await app.host.statuses()
         cost = (self.app.measure() - started) * 1000  # type: ignore[attr-defined]
         self.post_message(DetailRefreshed(cost, detail))
 
@@ -133,9 +141,10 @@ class TaskDetailScreen(Screen[None]):
                 ),
             )
         )
-        self.query_one("#why", Static).update(
-            Text.assemble(("Why: ", "bold"), Text(why_not_running(t, now)))
-        )
+        why = why_not_running(t, now)
+        if t.run_at_ms <= now:  # only a due task waits on a worker
+            why = " ".join([why, *(f"{r[0].upper()}{r[1:]}." for r in self._hosted_reasons(t))])
+        self.query_one("#why", Static).update(Text.assemble(("Why: ", "bold"), Text(why)))
         grid = Table.grid(padding=(0, 2))
         grid.add_column(style="bold", no_wrap=True)
         grid.add_column()

@@ -13,6 +13,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from cairnq_tui import keymap
 from cairnq_tui.formatting import parse_duration_ms
+from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine import CappedCount, Inspector
 
 TERMINAL = ("succeeded", "failed", "canceled")
@@ -37,7 +38,7 @@ class PurgeRequest:
         return ", ".join(parts) or "any terminal status, every queue and name"
 
 
-class PurgeScreen(ModalScreen[PurgeRequest | None]):
+class PurgeScreen(ForwardWorkerErrors, ModalScreen[PurgeRequest | None]):
     """Returns a ``PurgeRequest`` (with its preview) or None."""
 
     BINDINGS = keymap.DIALOG

@@ -21,6 +21,7 @@ from cairnq_tui import keymap
 from cairnq_tui.formatting import age, clean, duration, safe_text, status_text
 from cairnq_tui.messages import FollowUpdated, KeysRefreshed
 from cairnq_tui.widgets.keyed_table import KeyedTable
+from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine import KeyPage, TaskTimeout, active_waits
 
 PAGE_SIZE = 50
@@ -35,7 +36,7 @@ COLUMNS = [
 ]
 
 
-class KeysView(Vertical):
+class KeysView(ForwardWorkerErrors, Vertical):
     """Prefix search over keys, paging, and a follow panel."""
 
     BINDINGS = keymap.KEYS

@@ -18,6 +18,7 @@ from cairnq_tui import keymap
 from cairnq_tui.formatting import lease_left, progress_bar, safe_text
 from cairnq_tui.messages import LeasesRefreshed
 from cairnq_tui.widgets.keyed_table import KeyedTable
+from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine import LeaseInfo
 
 LIMIT = 500
@@ -34,7 +35,7 @@ COLUMNS = [
 WORKER_PREFIX = "worker:"
 
 
-class LeasesView(Vertical):
+class LeasesView(ForwardWorkerErrors, Vertical):
     """A header row per worker (counts), then its tasks."""
 
     BINDINGS = keymap.LEASES

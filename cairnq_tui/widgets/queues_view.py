@@ -20,6 +20,7 @@ from cairnq_tui import keymap
 from cairnq_tui.formatting import STATUS_STYLES, age, duration, safe_text, sparkline
 from cairnq_tui.messages import QueuesRefreshed
 from cairnq_tui.widgets.keyed_table import KeyedTable
+from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine import STATUSES, CappedCount
 
 MINUTES = 15
@@ -35,7 +36,7 @@ COLUMNS = [
 ]
 
 
-class QueuesView(Vertical):
+class QueuesView(ForwardWorkerErrors, Vertical):
     """One row per queue; enter opens the Tasks view filtered to it."""
 
     BINDINGS = keymap.QUEUES

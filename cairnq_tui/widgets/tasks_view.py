@@ -27,6 +27,7 @@ from cairnq_tui.formatting import (
 )
 from cairnq_tui.messages import TasksRefreshed
 from cairnq_tui.widgets.keyed_table import KeyedTable
+from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine import STATUSES, CappedCount, TaskFilter, TaskPage, TaskSummary
 
 PAGE_SIZE = 50
@@ -49,7 +50,7 @@ COLUMNS = [
 SEARCH_KINDS = [("id prefix", "id"), ("key prefix", "key"), ("payload text", "payload")]
 
 
-class TasksView(Vertical):
+class TasksView(ForwardWorkerErrors, Vertical):
     """Filter bar, task table and a page line; refreshed by the app's loop."""
 
     BINDINGS = keymap.TASKS

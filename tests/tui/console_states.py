@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-
-from engine import SQLiteStore
 
 from cairnq_tui.app import ConsoleApp, Settings
 from cairnq_tui.clock import FixedClock
 from cairnq_tui.target import Target
+from engine import SQLiteStore
 
 #: 2026-01-01 00:00:00 UTC.
 NOW = 1_767_225_600_000
@@ -49,7 +49,9 @@ def migrate(path: Path) -> None:
         await store.connect()
         await store.close()
 
-    asyncio.run(run())
+    # A thread of its own: callers may already run an event loop (async tests).
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, run()).result()
 
 
 def task_row(n: int, created_ago_min: float, **fields: Any) -> dict[str, Any]:
