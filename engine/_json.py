@@ -17,6 +17,7 @@ import orjson
 from engine._errors import SerializationError
 
 _SCALARS = (str, int, type(None))
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 
 def _check(value: Any) -> bool:
@@ -27,6 +28,10 @@ def _check(value: Any) -> bool:
     while stack:
         item = stack.pop()
         if isinstance(item, _SCALARS):  # bool is an int
+            # orjson refuses integers beyond 64 bits, and reads them back as floats:
+            # refuse them on every path, not only where orjson writes.
+            if isinstance(item, int) and not _INT_MIN <= item <= _INT_MAX:
+                raise SerializationError(f"integer {item} is outside the 64-bit range")
             continue
         if isinstance(item, float):
             if not math.isfinite(item):
@@ -70,9 +75,13 @@ def dumps(value: Any) -> str:
     odd_keys = _check(value)
     try:
         if odd_keys:
-            return json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+            text = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+            # Lone surrogates pass the stdlib encoder but no UTF-8 column takes them
+            # (orjson refuses them on the other path): UnicodeEncodeError is a ValueError.
+            text.encode()
+            return text
         return orjson.dumps(value).decode()
-    except (TypeError, ValueError, orjson.JSONEncodeError) as exc:
+    except (TypeError, ValueError, RecursionError, orjson.JSONEncodeError) as exc:
         raise SerializationError(str(exc)) from exc
 
 
