@@ -24,6 +24,7 @@ from cairnq_tui import keymap
 from cairnq_tui.formatting import clean, duration
 from cairnq_tui.hosting import HostedStatus, HostedWorker, HostError
 from cairnq_tui.messages import DataMessage
+from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine import CappedCount, TaskFilter, WaitSnapshot
 
 #: Backlog counts stop here (a count must never scan a whole table).
@@ -74,7 +75,7 @@ def worker_line(status: HostedStatus, selected: bool) -> Text:
     return Text.assemble(*parts)
 
 
-class HostedView(Vertical):
+class HostedView(ForwardWorkerErrors, Vertical):
     """Base of the Quotas, Resources, Calls, Waits and Errors views."""
 
     BINDINGS = keymap.HOSTED
