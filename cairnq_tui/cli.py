@@ -127,8 +127,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def launch(args: argparse.Namespace) -> int:
     """Open the target, then run the console until the operator quits."""
+    from textual.theme import BUILTIN_THEMES
+
     from cairnq_tui.app import ConsoleApp, Settings
 
+    # Checked before the target is opened (and a new database created).
+    if args.theme and args.theme not in BUILTIN_THEMES:
+        print(
+            f"cairnq-tui: unknown theme {args.theme!r}; "
+            f"choose one of {', '.join(sorted(BUILTIN_THEMES))}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_TARGET
     try:
         target = parse_target(args.target, args.schema)
         notice = asyncio.run(check_target(target, read_only=args.read_only))
@@ -169,13 +179,6 @@ def launch(args: argparse.Namespace) -> int:
             print(f"cairnq-tui: {exc}", file=sys.stderr)
             return EXIT_BAD_TARGET
     app = ConsoleApp(store, settings, host=host)
-    if args.theme and args.theme not in app.available_themes:
-        print(
-            f"cairnq-tui: unknown theme {args.theme!r}; "
-            f"choose one of {', '.join(sorted(app.available_themes))}",
-            file=sys.stderr,
-        )
-        return EXIT_BAD_TARGET
     return run_hosting(app, host)
 
 
