@@ -895,6 +895,10 @@ class Worker:
         finally:
             sleeper.cancel()
             waker.cancel()
+        if sleeper.done() and not sleeper.cancelled() and sleeper.exception() is not None:
+            # A failing wakeup (a closed store) shows up in the next claim;
+            # here it only ends the sleep early, as the claim error's pause will.
+            await self._wait_wakeup(_CLAIM_ERROR_SLEEP_S)
 
     async def _claim(self, free: int) -> bool:
         """One claim session; starts the calls it produced.
