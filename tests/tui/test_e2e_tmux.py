@@ -1,0 +1,139 @@
+"""End to end: the real ``cairnq-tui launch`` in tmux, against a database that another
+process is working right now; keys are typed and the screen is read back."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(sys.executable).with_name("cairnq-tui")
+WORKER = r"""
+import asyncio, sys
+from engine import SQLiteStore
+
+async def main(path):
+    store = SQLiteStore(path)
+    await store.connect()
+    n = 0
+    while True:
+        n += 1
+        await store.submit(name="e2e.job", queue="e2e", payload={"n": n}, key=f"e2e-{n:04d}")
+        if n % 3:
+            for task in await store.claim(queues=["e2e"], worker_id="worker_e2e", limit=1):
+                await store.progress(task_id=task.id, worker_id="worker_e2e", progress=0.5)
+                await store.complete(task_id=task.id, worker_id="worker_e2e", result={"n": n})
+        await asyncio.sleep(0.05)
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+class Tmux:
+    """One private tmux server (its own socket) running one command."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self.socket = f"cq-e2e-{uuid.uuid4().hex[:8]}"
+        line = " ".join(f"'{part}'" for part in command)
+        subprocess.run(
+            [
+                "tmux",
+                "-L",
+                self.socket,
+                "new-session",
+                "-d",
+                "-x",
+                "160",
+                "-y",
+                "45",
+                "-s",
+                "console",
+                f"{line}; echo EXIT=$? > {env['EXIT_FILE']}; sleep 5",
+            ],
+            check=True,
+            env=env,
+        )
+
+    def screen(self) -> str:
+        return subprocess.run(
+            ["tmux", "-L", self.socket, "capture-pane", "-p", "-t", "console"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "send-keys", "-t", "console", *keys], check=True)
+
+    def wait_for(self, text: str, timeout: float = 10.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} never appeared; screen was:\n{screen}")
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], check=False, capture_output=True)
+
+
+@pytest.fixture
+def worked_db(tmp_path: Path) -> Iterator[Path]:
+    """A database with a worker process submitting and completing tasks meanwhile."""
+    path = tmp_path / "live.db"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    worker = subprocess.Popen([sys.executable, "-c", WORKER, str(path)], env=env)
+    deadline = time.monotonic() + 10
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    yield path
+    worker.terminate()
+    worker.wait(timeout=5)
+
+
+def test_launch_in_tmux_against_a_live_database(worked_db: Path, tmp_path: Path) -> None:
+    exit_file = tmp_path / "exit.txt"
+    env = {**os.environ, "TERM": "xterm-256color", "EXIT_FILE": str(exit_file)}
+    tmux = Tmux([str(SCRIPT), "launch", str(worked_db), "--refresh", "0.3"], env)
+    try:
+        screen = tmux.wait_for("e2e.job")
+        assert "live.db" in screen and "sqlite" in screen and "protocol v1" in screen
+
+        tmux.keys("2")
+        screen = tmux.wait_for("1 queue(s)")
+        assert "Done/min" in screen
+
+        tmux.keys("3")
+        tmux.wait_for("running task(s) on")
+
+        tmux.keys("4")
+        tmux.wait_for("e2e-0001")
+        tmux.keys("Enter")  # the detail of the task under the first key
+        screen = tmux.wait_for("Why:")
+        assert "e2e.job" in screen
+        # A lone Escape needs a pause after it, or the next key reads as alt+key.
+        tmux.keys("Escape")
+        time.sleep(0.3)
+        tmux.keys("1", "?")
+        tmux.wait_for("Everywhere")
+        tmux.keys("Escape")
+        time.sleep(0.3)
+        tmux.keys("q")
+        deadline = time.monotonic() + 10
+        while not exit_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert exit_file.read_text().strip() == "EXIT=0"
+    finally:
+        tmux.kill()
