@@ -228,16 +228,32 @@ def count_events(directory: str | Path, ev: str) -> int:
 
 
 def spawn(script: str, *args: str, stdout: Any = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
-    """Start ``tests/reliability/<script>`` with this interpreter, the repo importable."""
+    """Start ``tests/reliability/<script>`` with this interpreter, the repo importable.
+
+    Its stderr goes to a file (``stderr_of`` reads it): a pipe nobody drains
+    would block a chatty process after 64 KiB and fake a hang.
+    """
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-    return subprocess.Popen(
-        [sys.executable, str(HERE / script), *args],
-        env=env,
-        stdout=stdout,
-        stderr=subprocess.PIPE,
-        cwd=str(REPO),
-    )
+    with tempfile.NamedTemporaryFile(prefix="cairnq-rel-", suffix=".err", delete=False) as err:
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / script), *args],
+            env=env,
+            stdout=stdout,
+            stderr=err,
+            cwd=str(REPO),
+        )
+    _stderr_paths[proc.pid] = Path(err.name)
+    return proc
+
+
+_stderr_paths: dict[int, Path] = {}
+
+
+def stderr_of(proc: subprocess.Popen[bytes]) -> str:
+    """What a spawned process wrote to stderr so far."""
+    path = _stderr_paths.get(proc.pid)
+    return path.read_text(errors="replace") if path and path.exists() else ""
 
 
 def kill9(proc: subprocess.Popen[bytes], ledger: Ledger | None = None) -> None:
@@ -255,11 +271,15 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 20) -> str:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
     try:
-        _, err = proc.communicate(timeout=timeout)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
-        _, err = proc.communicate()
-    return (err or b"").decode(errors="replace")
+        proc.wait()
+    text = stderr_of(proc)
+    path = _stderr_paths.pop(proc.pid, None)
+    if path is not None:
+        path.unlink(missing_ok=True)
+    return text
 
 
 def proc_args(target: Target, ledger_dir: str | Path) -> list[str]:
@@ -279,7 +299,7 @@ def wait_until(
     while not predicate():
         for proc in watch:
             if proc.poll() is not None:
-                err = (proc.stderr.read() if proc.stderr else b"").decode(errors="replace")
+                err = stderr_of(proc)
                 raise AssertionError(f"process {proc.pid} exited {proc.returncode}:\n{err}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
@@ -399,7 +419,10 @@ class Verdict:
     keys_pointing_wrong: list[str] = field(default_factory=list)
     executions: Counter[int] = field(default_factory=Counter)  # runs per task -> tasks
     statuses: Counter[str] = field(default_factory=Counter)
-    reruns_after_loss: int = 0
+    reruns_after_loss: int = 0  # all explained re-runs, of which:
+    reruns_after_kill: int = 0
+    reruns_after_failure: int = 0  # planned failures
+    reruns_after_lost_lease: int = 0  # LostLease, or a settle that could not be written
     errors: Counter[str] = field(default_factory=Counter)  # error types reported by processes
     busy_errors: list[str] = field(default_factory=list)
     max_recovery_ms: int = 0  # kill -> next start of a task the victim held
@@ -429,6 +452,9 @@ class Verdict:
             "statuses": dict(self.statuses),
             "executions_per_task": dict(sorted(self.executions.items())),
             "reruns_after_lease_loss_or_failure": self.reruns_after_loss,
+            "reruns_after_kill": self.reruns_after_kill,
+            "reruns_after_planned_failure": self.reruns_after_failure,
+            "reruns_after_lost_lease": self.reruns_after_lost_lease,
             "kills": self.kills,
             "max_recovery_ms": self.max_recovery_ms,
             "lost": len(self.lost),
@@ -501,10 +527,16 @@ def check_run(target: Target, ledger_dir: str | Path) -> Verdict:
             victim_kill = killed_at.get(earlier["pid"])
             if "settle" in kinds:
                 v.unexplained_reruns.append(task_id)
-            elif {"lost", "fail", "unsettled"} & set(kinds) or victim_kill is not None:
+            elif "fail" in kinds:
                 v.reruns_after_loss += 1
-                if victim_kill is not None and "fail" not in kinds:
-                    v.max_recovery_ms = max(v.max_recovery_ms, later["t"] - victim_kill)
+                v.reruns_after_failure += 1
+            elif "lost" in kinds or "unsettled" in kinds:
+                v.reruns_after_loss += 1
+                v.reruns_after_lost_lease += 1
+            elif victim_kill is not None:
+                v.reruns_after_loss += 1
+                v.reruns_after_kill += 1
+                v.max_recovery_ms = max(v.max_recovery_ms, later["t"] - victim_kill)
             else:
                 v.unexplained_reruns.append(task_id)
         row = tasks.get(task_id)
@@ -581,8 +613,8 @@ def run_fleet(
                 during(control)
             for proc in control["submitters"]:
                 remaining = max(1.0, timeout_s - (time.monotonic() - started))
-                _, err = proc.communicate(timeout=remaining)
-                stderr.append(err.decode(errors="replace"))
+                proc.wait(timeout=remaining)
+                stderr.append(stop(proc))
                 if proc.returncode != 0:
                     raise AssertionError(f"submitter exited {proc.returncode}:\n{stderr[-1]}")
             remaining = max(1.0, timeout_s - (time.monotonic() - started))

@@ -34,6 +34,7 @@ from reliability_harness import (
     read_keys,
     read_tasks,
     spawn,
+    stderr_of,
     wait_until,
 )
 
@@ -55,7 +56,7 @@ def run_and_kill(
     line = proc.stdout.readline()
     if line != b"ready\n":
         proc.wait()
-        err = proc.stderr.read().decode() if proc.stderr else ""
+        err = stderr_of(proc)
         raise AssertionError(f"writer did not start: {line!r}\n{err}")
     # Drain the pipe all along: a full pipe would block the writer, not kill it mid-write.
     chunks: list[bytes] = []
