@@ -278,6 +278,35 @@ def demo_app(path: Path, *, read_only: bool = False, **settings: Any) -> Console
     )
 
 
+#: Each pictured state: the keys pressed after launch on the demo database.
+VIEWS: dict[str, tuple[str, ...]] = {
+    "tasks": (),
+    "queues": ("2",),
+    "leases": ("3",),
+    "keys": ("4",),
+    "detail": ("down", "down", "down", "enter"),
+    "help": ("question_mark",),
+    "submit": ("n",),
+}
+SNAPSHOT_SIZE = (150, 40)
+
+
+def press(*keys: str) -> Any:
+    """A ``run_before`` for snapshots: settle, press ``keys``, settle, stop cursor blink."""
+
+    async def run_before(pilot: Any) -> None:
+        from textual.widgets import Input
+
+        await settle(pilot)
+        for key in keys:
+            await pilot.press(key)
+            await settle(pilot)
+        for widget in pilot.app.screen.query(Input):
+            widget.cursor_blink = False
+
+    return run_before
+
+
 async def settle(pilot: Any) -> None:
     """Wait until the app is connected and its last refresh (and any control) is drawn."""
     app = pilot.app

@@ -10,39 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from console_states import demo_app, settle
-from textual.widgets import Input
-
-SIZE = (150, 40)
+from console_states import SNAPSHOT_SIZE, VIEWS, demo_app, press
 
 
-def press(*keys: str) -> Any:
-    async def run_before(pilot: Any) -> None:
-        await settle(pilot)
-        for key in keys:
-            await pilot.press(key)
-            await settle(pilot)
-        for widget in pilot.app.screen.query(Input):
-            widget.cursor_blink = False
-
-    return run_before
-
-
-@pytest.mark.parametrize(
-    ("view", "keys"),
-    [
-        ("tasks", ()),
-        ("queues", ("2",)),
-        ("leases", ("3",)),
-        ("keys", ("4",)),
-        ("detail", ("down", "down", "down", "enter")),
-        ("help", ("question_mark",)),
-        ("submit", ("n",)),
-    ],
-)
+@pytest.mark.parametrize(("view", "keys"), list(VIEWS.items()))
 def test_view_snapshot(snap_compare: Any, demo_db: Path, view: str, keys: tuple[str, ...]) -> None:
-    assert snap_compare(demo_app(demo_db), terminal_size=SIZE, run_before=press(*keys))
+    assert snap_compare(demo_app(demo_db), terminal_size=SNAPSHOT_SIZE, run_before=press(*keys))
 
 
 def test_read_only_snapshot(snap_compare: Any, demo_db: Path) -> None:
-    assert snap_compare(demo_app(demo_db, read_only=True), terminal_size=SIZE, run_before=press())
+    app = demo_app(demo_db, read_only=True)
+    assert snap_compare(app, terminal_size=SNAPSHOT_SIZE, run_before=press())

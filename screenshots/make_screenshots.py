@@ -1,0 +1,41 @@
+"""Draw the console's screenshots (SVG) from the states the snapshot tests use.
+
+Each picture is the app on the deterministic demo database
+(``tests/tui/console_states.py``), frozen clock and all, after the same key
+presses as ``tests/tui/test_snapshots.py``. Run from the repository root:
+
+    python screenshots/make_screenshots.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "tui")]
+
+from console_states import SNAPSHOT_SIZE, VIEWS, build_demo_db, demo_app, press  # noqa: E402
+
+
+async def shoot(name: str, keys: tuple[str, ...], *, read_only: bool = False) -> Path:
+    with tempfile.TemporaryDirectory() as tmp:
+        app = demo_app(build_demo_db(Path(tmp) / "demo.db"), read_only=read_only)
+        async with app.run_test(size=SNAPSHOT_SIZE) as pilot:
+            await press(*keys)(pilot)
+            out = HERE / f"{name}.svg"
+            out.write_text(app.export_screenshot(title=f"cairnq console: {name}"), encoding="utf-8")
+    return out
+
+
+async def main() -> None:
+    for name, keys in VIEWS.items():
+        print(await shoot(name, keys))
+    print(await shoot("read-only", (), read_only=True))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
