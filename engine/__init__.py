@@ -32,11 +32,13 @@ from engine._inspect import (
     KeyPage,
     LeaseInfo,
     QueueLatency,
+    SQLiteFileKind,
     TaskDetail,
     TaskFilter,
     TaskPage,
     TaskSummary,
     ThroughputBucket,
+    describe_sqlite_file,
 )
 from engine._models import (
     CONFLICTS,
@@ -89,6 +91,7 @@ __all__ = [
     "ResourceSnapshot",
     "Retention",
     "RetentionRule",
+    "SQLiteFileKind",
     "SQLiteStore",
     "SchemaMismatch",
     "SerializationError",
@@ -115,6 +118,7 @@ __all__ = [
     "Worker",
     "WorkerSnapshot",
     "active_waits",
+    "describe_sqlite_file",
     "is_terminal_status",
     "retry_delay_ms",
 ]
