@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from reliability_harness import Target, assert_clean, ci_scale, read_tasks, run_fleet
 
 
+@pytest.mark.slow
 def test_four_workers_two_submitters_one_file(tmp_path: Path, ledger_dir: Path) -> None:
     target = Target("sqlite", str(tmp_path / "tasks.db"))
     tasks = ci_scale("CAIRNQ_REL_TASKS", 2000)
