@@ -30,6 +30,8 @@ COLUMNS = (
     "parent_id, root_id, correlation_id, created_at_ms, updated_at_ms, completed_at_ms"
 )
 
+_PLACEHOLDERS = ", ".join(":" + name.strip() for name in COLUMNS.split(","))
+
 
 def fixed_id(ms: int, n: int) -> str:
     """A valid task id for creation time ``ms``, its random part replaced by ``n``."""
@@ -95,11 +97,7 @@ def insert(path: Path, rows: list[dict[str, Any]], keys: dict[str, str]) -> None
             for column in ("payload", "metadata", "result", "error"):
                 if values[column] is not None:
                     values[column] = json.dumps(values[column], separators=(",", ":"))
-            names = COLUMNS.replace(" ", "").split(",")
-            conn.execute(
-                f"insert into cairnq_tasks ({COLUMNS}) values ({', '.join(':' + n for n in names)})",
-                values,
-            )
+            conn.execute(f"insert into cairnq_tasks ({COLUMNS}) values ({_PLACEHOLDERS})", values)
         by_id = {r["id"]: r for r in rows}
         for key, task_id in keys.items():
             moved = by_id[task_id]["created_at_ms"]
