@@ -157,7 +157,7 @@ class ConsoleApp(App[None]):
                 f"schema v{message.meta.get('schema_version', '?')}"
             )
         if self.settings.notice:
-            self.notify(self.settings.notice, title="New database")
+            self.notify(self.settings.notice, title="New database", markup=False)
         self.refresh_now()
 
     async def on_unmount(self) -> None:
@@ -259,16 +259,16 @@ class ConsoleApp(App[None]):
         group = event.worker.group
         if group == "connect":
             self._show_state("error: cannot connect (retrying)")
-            self.notify(text, title="Cannot open the database", severity="error")
+            self.notify(text, title="Cannot open the database", severity="error", markup=False)
             self.set_timer(max(self.settings.refresh_s, 1.0), self.connect_store)
             return
         if group == "refresh":
             self._in_flight = False
             self._show_state("error (retrying)")
-            self.notify(text, title="Refresh failed", severity="error", timeout=4)
+            self.notify(text, title="Refresh failed", severity="error", timeout=4, markup=False)
             self._arm(max(self.settings.refresh_s, 1.0))
             return
-        self.notify(text, title="Failed", severity="error")
+        self.notify(text, title="Failed", severity="error", markup=False)
 
     # -- actions --------------------------------------------------------------------------------
 
@@ -310,7 +310,8 @@ class ConsoleApp(App[None]):
         self.controls.retry_by_key()
 
     def on_control_finished(self, message: ControlFinished) -> None:
-        self.notify(clean(message.summary), severity=message.severity)  # type: ignore[arg-type]
+        # Summaries quote keys and names from the database: never parse them as markup.
+        self.notify(clean(message.summary), severity=message.severity, markup=False)  # type: ignore[arg-type]
         if message.open_task or message.follow_key:
             self.controls.open_task(message.open_task, follow_key=message.follow_key)
         self.refresh_now(force=True)

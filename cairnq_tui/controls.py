@@ -124,7 +124,9 @@ class Controls:
         self, verb: str, flt: TaskFilter, ids: list[str], job: Callable[..., Any]
     ) -> None:
         if not ids:
-            self.app.notify(f"No task matching {_describe_filter(flt)} can be {verb.lower()}ed.")
+            self.app.notify(
+                f"No task matching {_describe_filter(flt)} can be {verb.lower()}ed.", markup=False
+            )
             return
         capped = f" (capped at {BULK_CAP:,})" if len(ids) >= BULK_CAP else ""
         what = "live (queued or running)" if verb == "Cancel" else "failed or canceled"

@@ -8,6 +8,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
@@ -77,24 +78,41 @@ class PurgeScreen(ForwardWorkerErrors, ModalScreen[PurgeRequest | None]):
         value = self.query_one(f"#{widget_id}", Select).value
         return value if isinstance(value, str) else None
 
-    @work(exclusive=True, group="purge-preview", exit_on_error=False)
-    async def update_preview(self) -> None:
-        preview = self.query_one("#preview", Static)
-        button = self.query_one("#purge", Button)
+    @dataclass
+    class Previewed(Message):
+        """The count for the cutoff and filters the dialog showed when it was asked."""
+
+        request: PurgeRequest | None
+        problem: str | None = None
+
+    def update_preview(self) -> None:
         try:
             older = parse_duration_ms(self.query_one("#older", Input).value or "0")
         except ValueError as exc:
-            preview.update(Text(str(exc), style="red"))
-            button.disabled = True
+            self.post_message(self.Previewed(None, str(exc)))
             return
         name = self.query_one("#name", Input).value.strip() or None
-        status, queue = self._value("status"), self._value("queue")
-        count = await self.inspector.count_purgeable(
+        self.count(older, self._value("queue"), self._value("status"), name)
+
+    @work(exclusive=True, group="purge-preview", exit_on_error=False)
+    async def count(
+        self, older: int, queue: str | None, status: str | None, name: str | None
+    ) -> None:
+        found = await self.inspector.count_purgeable(
             older_than_ms=older, queue=queue, status=status, name=name
         )
-        self._request = PurgeRequest(older, queue, status, name, count)
-        preview.update(Text(f"Would delete {count} task(s).", style="bold"))
-        button.disabled = count.value == 0
+        self.post_message(self.Previewed(PurgeRequest(older, queue, status, name, found)))
+
+    def on_purge_screen_previewed(self, message: Previewed) -> None:
+        preview = self.query_one("#preview", Static)
+        button = self.query_one("#purge", Button)
+        self._request = message.request
+        if message.request is None:
+            preview.update(Text(message.problem or "", style="red"))
+            button.disabled = True
+            return
+        preview.update(Text(f"Would delete {message.request.preview} task(s).", style="bold"))
+        button.disabled = message.request.preview.value == 0
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "purge" and self._request is not None:

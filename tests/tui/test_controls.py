@@ -207,6 +207,8 @@ async def test_submit_validates_then_reports_new_reused_rejected(
         await pilot.pause()
         await confirm(pilot)
         assert any("Rejected" in n and "AlreadyExists" in n for n in notes(app))
+        # Messages quote keys and names from the database: never read as markup.
+        assert all(not n.markup for n in app._notifications)
         assert (await db.get_by_key("invoice-1001")).id == KEYS["invoice-1001"]  # type: ignore[union-attr]
 
 
@@ -244,6 +246,10 @@ async def test_purge_previews_then_deletes(demo_db: Path, db: SQLiteStore) -> No
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, PurgeScreen)
+        screen.query_one("#older", Input).value = "soon"
+        await pilot.pause(0.2)
+        assert "not a duration" in str(screen.query_one("#preview", Static).render())
+        assert screen.query_one("#purge", Button).disabled
         screen.query_one("#older", Input).value = "0"
         screen.query_one("#status").value = "failed"  # type: ignore[attr-defined]
         await pilot.pause(0.3)

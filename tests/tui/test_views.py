@@ -271,6 +271,7 @@ async def test_a_failing_database_becomes_a_notification(demo_db: Path) -> None:
         app.refresh_now(force=True)
         for _ in range(50):
             await pilot.pause(0.02)
+            # Shown toasts have no public reader; the app keeps them in _notifications.
             if app._notifications:
                 break
         texts = [n.message for n in app._notifications]
