@@ -8,9 +8,11 @@ Postgres store open, Pilot's wait-for-idle after each press often runs to its
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import psycopg
 import pytest
 from console_states import settle
 from textual.widgets import Static
@@ -108,3 +110,31 @@ async def test_read_only_session_on_postgres(
         assert "7 shown" not in str(info.render()) and "6 shown of 6 matching" in str(info.render())
         with pytest.raises(StoreUnavailable):
             await app.client.cancel((await pg.list(limit=1))[0].id)
+
+
+async def test_reconnects_after_the_server_drops_its_connections(
+    pg: PostgresStore, pg_dsn: str, pg_schema: str
+) -> None:
+    name = "cq_console_" + uuid.uuid4().hex[:8]
+    dsn = pg_dsn + ("&" if "?" in pg_dsn else "?") + f"application_name={name}"
+    app = console(dsn, pg_schema)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        # Only this console's sessions (its application_name): other tests share the server.
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            killed = admin.execute(
+                "select count(pg_terminate_backend(pid)) from pg_stat_activity"
+                " where application_name = %s",
+                (name,),
+            ).fetchone()
+        assert killed is not None and killed[0] >= 1
+        new = await pg.submit(name="after.drop", queue="pgq")
+        view = app.screen.query_one(TasksView)
+        for _ in range(20):
+            app.refresh_now(force=True)
+            await settle(pilot)
+            if new.id in view.table.row_keys():
+                break
+        assert new.id in view.table.row_keys()
+        bar = app.status_bar()
+        assert bar is not None and bar.state.startswith("live")
