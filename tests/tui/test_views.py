@@ -303,3 +303,35 @@ async def test_command_palette_lists_views_and_actions(demo_db: Path) -> None:
         titles = [t for t, _, _ in ConsoleCommands(read_only.screen)._commands()]
         assert "Submit" not in titles and "Show the Keys view" in titles
     assert NOW
+
+
+async def test_queue_option_limits_every_view(demo_db: Path) -> None:
+    app = demo_app(demo_db, queues=("emails", "billing"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        wanted = [r["id"] for r in ROWS if r["queue"] in ("emails", "billing")]
+        assert shown(tasks_view(app).table) == sorted(wanted, reverse=True)
+        app.action_show_view("queues")
+        await settle(pilot)
+        assert shown(app.screen.query_one(QueuesView).table) == ["billing", "emails"]
+        app.action_show_view("leases")
+        await settle(pilot)
+        assert shown(app.screen.query_one(LeasesView).table) == ["worker:worker_A", by_index(2)]
+
+
+async def test_the_mouse_switches_views_and_opens_tasks(demo_db: Path) -> None:
+    app = demo_app(demo_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.click("#--content-tab-keys")
+        await settle(pilot)
+        keys = app.screen.query_one(KeysView)
+        assert keys.display and keys.table.row_count == len(KEYS)
+        await pilot.click("#--content-tab-tasks")
+        await settle(pilot)
+        table = tasks_view(app).table
+        await pilot.click(table, offset=(8, 2))  # the second row (row 0 is the header)
+        await pilot.click(table, offset=(8, 2))
+        await settle(pilot)
+        assert isinstance(app.screen, TaskDetailScreen)
+        assert app.screen.task_id == shown(table)[1]
