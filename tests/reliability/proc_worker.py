@@ -85,7 +85,13 @@ async def main() -> None:
         except Exception as exc:
             # The write itself failed (server gone): not acknowledged, so the task
             # runs again once its lease expires — at-least-once, with a reason.
-            ledger.write("unsettled", id=ctx.task_id, attempt=ctx.attempt, type=type(exc).__name__)
+            ledger.write(
+                "unsettled",
+                id=ctx.task_id,
+                attempt=ctx.attempt,
+                type=type(exc).__name__,
+                err=str(exc)[:300],
+            )
             raise
         if task is not None:
             ledger.write("settle", id=ctx.task_id, attempt=ctx.attempt, status=task.status)

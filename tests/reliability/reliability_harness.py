@@ -510,6 +510,10 @@ def check_run(target: Target, ledger_dir: str | Path) -> Verdict:
             starts[e["id"]].append(e)
         elif ev in ("settle", "lost", "fail", "unsettled"):
             ends[(e["id"], e["attempt"])].append(ev)
+            if ev == "unsettled":  # a handler's own write failed: an error it saw
+                v.errors[e.get("type", "?")] += 1
+                if is_busy_error(e.get("err", "")):
+                    v.busy_errors.append(e.get("err", ""))
             if ev == "settle":
                 settled_at[(e["id"], e["attempt"])] = e["t"]
         elif ev == "error":
