@@ -5,7 +5,8 @@ them at the issue's size and prints what the checker found:
 
 * scenario 2 — 4 worker processes and 2 submitters on one SQLite file;
 * scenario 3 — the same on Postgres (a private cluster started for the run),
-  restarted once a third of the submits were acknowledged.
+  restarted once a third of the submits were acknowledged (``3``: a clean
+  ``-m fast`` restart; ``3i``: ``-m immediate``, i.e. a server crash).
 
     python bench/reliability_report.py [--tasks 20000] [--scenarios 2,3]
     CAIRNQ_REL_IMPL=cairnq python bench/reliability_report.py   # the SDK, for reference
@@ -71,12 +72,12 @@ def scenario_2(tasks: int, root: Path) -> dict[str, Any]:
     return row("2 SQLite fleet", load, "1 in 10 tasks fails once", result)
 
 
-def scenario_3(tasks: int, root: Path) -> dict[str, Any]:
+def scenario_3(tasks: int, root: Path, mode: str = "fast") -> dict[str, Any]:
     server = PrivatePostgres().start()
     try:
         run = run_fleet_across_restart(
-            server, Target("postgres", server.dsn, "s3"), root / "s3-ledger", tasks=tasks,
-            timeout_s=900,
+            server, Target("postgres", server.dsn, "s3"), root / f"s3-{mode}-ledger",
+            tasks=tasks, mode=mode, timeout_s=900,
         )  # fmt: skip
     finally:
         server.stop()
@@ -84,7 +85,7 @@ def scenario_3(tasks: int, root: Path) -> dict[str, Any]:
     return row(
         "3 Postgres fleet + restart",
         load,
-        f"server restart ({run.restart_ms} ms) at 1/3; 1 in 10 tasks fails once",
+        f"server restart -m {mode} ({run.restart_ms} ms) at 1/3; 1 in 10 tasks fails once",
         run.result,
         errors_during_restart=run.errors_during,
         errors_after_recovery_window=len(run.late_errors),
@@ -111,11 +112,15 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--tasks", type=int, default=20_000)
-    p.add_argument("--scenarios", default="2,3")
+    p.add_argument("--scenarios", default="2,3,3i", help="3i: restart -m immediate (a crash)")
     p.add_argument("--out", default=str(REPO / "bench" / "out" / "reliability.json"))
     args = p.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="cairnq-reliability-"))
-    runs = {"2": scenario_2, "3": scenario_3}
+    runs = {
+        "2": scenario_2,
+        "3": scenario_3,
+        "3i": lambda tasks, root: scenario_3(tasks, root, "immediate"),
+    }
     rows = []
     try:
         for name in args.scenarios.split(","):
