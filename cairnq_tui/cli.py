@@ -68,6 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     launch.add_argument("--theme", help="Textual theme name (e.g. textual-dark, nord)")
     launch.add_argument(
+        "--max-depth",
+        action="append",
+        type=_depth_limit,
+        default=[],
+        metavar="[QUEUE=]N",
+        help="a queue's depth limit, to show its headroom (repeatable; without QUEUE: every queue)",
+    )
+    launch.add_argument(
         "--worker",
         action="append",
         dest="workers",
@@ -91,6 +99,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--seed", type=int, help="fix the traffic and handler behaviour")
     return parser
+
+
+def _depth_limit(text: str) -> tuple[str, int]:
+    queue, _, number = text.rpartition("=")
+    try:
+        limit = int(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a depth limit: {text!r} (QUEUE=N or N)") from None
+    if limit < 1:
+        raise argparse.ArgumentTypeError("a depth limit must be >= 1")
+    return queue or "*", limit
 
 
 def _positive_float(text: str) -> float:
@@ -162,6 +181,7 @@ def launch(args: argparse.Namespace) -> int:
         refresh_s=args.refresh,
         theme=args.theme,
         notice=notice,
+        max_depth=dict(args.max_depth),
     )
     host = None
     if args.workers:

@@ -162,3 +162,12 @@ def test_postgres_database_without_cairnq(
 ) -> None:
     code, err = run(capsys, pg_database)
     assert code == 2 and "has no cairnq tables" in err
+
+
+def test_depth_limits_parse() -> None:
+    from cairnq_tui.cli import build_parser
+
+    args = build_parser().parse_args(["launch", "--max-depth", "emails=100", "--max-depth", "5"])
+    assert dict(args.max_depth) == {"emails": 100, "*": 5}
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["launch", "--max-depth", "emails=0"])

@@ -335,3 +335,15 @@ async def test_the_mouse_switches_views_and_opens_tasks(demo_db: Path) -> None:
         await settle(pilot)
         assert isinstance(app.screen, TaskDetailScreen)
         assert app.screen.task_id == shown(table)[1]
+
+
+async def test_headroom_shows_with_a_depth_limit(demo_db: Path) -> None:
+    app = demo_app(demo_db, max_depth={"emails": 10, "*": 2})
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.action_show_view("queues")
+        await settle(pilot)
+        table = app.screen.query_one(QueuesView).table
+        queued = sum(1 for r in ROWS if r["queue"] == "emails" and r["status"] == "queued")
+        assert plain_row(table, "emails")[6] == str(10 - queued)
+        assert plain_row(table, "billing")[6] == "1"  # 2 - 1 queued
