@@ -10,6 +10,7 @@ very same worker id, and the database would then accept a stale handler's write.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,7 @@ class TaskContext:
         lease_ms: int,
         retry_backoff_ms: int = 1_000,
         retry_backoff_max_ms: int = 30_000,
+        lease_deadline: float | None = None,
     ) -> None:
         self._task = task
         self._store = store
@@ -81,6 +83,9 @@ class TaskContext:
         self._lost = False
         self._lease_lost = asyncio.Event()
         self._cancel_seen = task.cancel_requested
+        # When the lease runs out unless renewed (time.monotonic(), measured from
+        # before the claim or renewal was sent, so never later than the row's).
+        self._lease_deadline = lease_deadline
         #: The last values the handler reported, for worker snapshots.
         self.reported_progress: float | None = None
         self.reported_message: str | None = None
@@ -163,6 +168,22 @@ class TaskContext:
         self._settled = True
         return True
 
+    def extend_lease(self, deadline: float) -> None:
+        """Record a renewal that was sent at ``deadline - lease`` and succeeded."""
+        if self._lease_deadline is None or deadline > self._lease_deadline:
+            self._lease_deadline = deadline
+
+    @property
+    def lease_expired(self) -> bool:
+        """True once the lease ran out without a renewal this worker saw succeed.
+
+        Failing heartbeats (a database away for a while) end here: the task may
+        have been recovered and claimed again, possibly by this very worker id,
+        so nothing this attempt writes may reach it any more.
+        """
+        deadline = self._lease_deadline
+        return deadline is not None and time.monotonic() >= deadline
+
     def observe_cancel(self, requested: bool) -> None:
         """Remember a cancel request (monotonic: never forgotten)."""
         if requested:
@@ -171,6 +192,8 @@ class TaskContext:
     # -- owned writes -----------------------------------------------------------------
 
     def _gate(self, *, settled_refuses: bool) -> None:
+        if not self._lost and self.lease_expired:
+            self.mark_lost()
         if self._lost or (settled_refuses and self._settled):
             raise LostLease(self.task_id)
 
@@ -216,11 +239,14 @@ class TaskContext:
             LostLease: the lease is lost or the task already settled.
         """
         self._gate(settled_refuses=True)
-        return await self._owned(
+        sent = time.monotonic()
+        task = await self._owned(
             self._store.heartbeat(
                 task_id=self.task_id, worker_id=self._worker_id, lease_ms=self._lease_ms
             )
         )
+        self.extend_lease(sent + self._lease_ms / 1000)
+        return task
 
     async def canceled(self) -> bool:
         """True if a cancel was requested (re-reads the row unless one was already seen)."""

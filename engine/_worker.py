@@ -458,6 +458,24 @@ def _unserializable_envelope(exc: BaseException) -> dict[str, Any]:
     }
 
 
+def _leftovers(call: _Call) -> list[TaskContext]:
+    """The contexts the worker settles itself (each marked settled here).
+
+    A context whose lease ran out while heartbeats failed is left to recovery:
+    the task may have been claimed again, even by this worker id, and a write
+    now would settle that later attempt with this one's outcome.
+    """
+    out = []
+    for ctx in call.contexts:
+        if not ctx.mark_settled():
+            continue
+        if ctx.lease_expired:
+            ctx.mark_lost()
+            continue
+        out.append(ctx)
+    return out
+
+
 def _report_of(exc: BaseException, phase: str, task_id: str | None) -> ErrorReport:
     return ErrorReport(
         at_ms=_now_ms(),
@@ -920,6 +938,8 @@ class Worker:
                 draw, sources, start, free, in_flight, self._capacities, self._claim_batch, batches
             )
 
+        # The rows' leases start no earlier than this: a safe local deadline.
+        lease_deadline = time.monotonic() + self._lease_ms / 1000
         result = await self._store.claim_session(
             queues=self._queues,
             worker_id=self._worker_id,
@@ -943,14 +963,14 @@ class Worker:
             self._claimed_total += len(tasks)
             if name in self._stats:
                 self._stats[name].claimed += len(tasks)
-            self._dispatch(name, tasks)
+            self._dispatch(name, tasks, lease_deadline)
         return any(
             o.shortfall in ("worker full", "claim batch")
             or (o.offered_tasks > 0 and o.claimed == o.offered_tasks)
             for o in result.outcomes
         )
 
-    def _dispatch(self, name: str, tasks: list[Task]) -> None:
+    def _dispatch(self, name: str, tasks: list[Task], lease_deadline: float) -> None:
         registration = self._registrations.get(name)
         if registration is None:
             for task in tasks:
@@ -964,6 +984,7 @@ class Worker:
                 lease_ms=self._lease_ms,
                 retry_backoff_ms=self._backoff_ms,
                 retry_backoff_max_ms=self._backoff_max_ms,
+                lease_deadline=lease_deadline,
             )
             for task in tasks
         ]
@@ -1080,7 +1101,7 @@ class Worker:
     async def _abandon(self, call: _Call, handler: asyncio.Future[Any], max_run_ms: int) -> None:
         """``max_run_ms`` passed: flag every context, drop the handler, fail the leftovers."""
         call.abandoned = True
-        leftovers = [c for c in call.contexts if not c.settled]
+        leftovers = _leftovers(call)
         for ctx in call.contexts:
             ctx.mark_lost()
         handler.cancel()
@@ -1096,7 +1117,7 @@ class Worker:
         await asyncio.gather(*(self._write_fail(c, envelope, True) for c in leftovers))
 
     async def _settle_returned(self, call: _Call, outcome: Any) -> None:
-        leftovers = [c for c in call.contexts if c.mark_settled()]
+        leftovers = _leftovers(call)
         if not leftovers:
             return
         if call.registration.batch is None:
@@ -1106,7 +1127,7 @@ class Worker:
         await asyncio.gather(*(self._write_complete(c, results.get(c.task_id)) for c in leftovers))
 
     async def _settle_failed(self, call: _Call, envelope: dict[str, Any], retryable: bool) -> None:
-        leftovers = [c for c in call.contexts if c.mark_settled()]
+        leftovers = _leftovers(call)
         if len(leftovers) == 1:
             await self._write_fail(leftovers[0], envelope, retryable)
         elif leftovers:
@@ -1160,6 +1181,7 @@ class Worker:
         if not live:
             return
         try:
+            sent = time.monotonic()
             reply = await self._store.heartbeat_batch(
                 task_ids=[c.task_id for c in live],
                 worker_id=self._worker_id,
@@ -1167,6 +1189,9 @@ class Worker:
             )
         except Exception as exc:
             self._report(exc, "execute", live[0].task_id)
+            for ctx in live:
+                if ctx.lease_expired:
+                    ctx.mark_lost()
         else:
             now = _now_ms()
             call.last_heartbeat_ms = now
@@ -1174,6 +1199,7 @@ class Worker:
                 call.lease_until_ms = now + self._lease_ms
             for ctx in live:
                 if ctx.task_id in reply:
+                    ctx.extend_lease(sent + self._lease_ms / 1000)
                     ctx.observe_cancel(reply[ctx.task_id])
                 elif not ctx.settled:
                     # Absent and still unsettled after the reply: the lease is gone.

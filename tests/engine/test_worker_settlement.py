@@ -329,3 +329,37 @@ async def test_succeed_in_commits_the_callers_write_with_the_result(
     async with await psycopg.AsyncConnection.connect(request.getfixturevalue("pg_dsn")) as conn:
         cur = await conn.execute(f'select v from "{schema}".ingested')
         assert await cur.fetchall() == [(7,)]
+
+
+async def test_lease_deadline_closes_the_local_gate_without_a_heartbeat(
+    store: TaskStore,
+) -> None:
+    # Heartbeats far apart from a short lease: the lease runs out with no reply
+    # saying so. Nothing of that attempt may be written any more (the same
+    # worker re-claims the task), and the retry's result is the one that lands.
+    worker = fast_worker(store, lease_ms=200, heartbeat_interval_ms=60_000, concurrency=2)
+    seen: dict[int, object] = {}
+    first_done = asyncio.Event()
+
+    @worker.task
+    async def slow(ctx):
+        if ctx.attempt == 1:
+            await asyncio.sleep(0.35)  # meanwhile: recovered and claimed again
+            try:
+                await ctx.progress(0.5)
+                seen[1] = "written"
+            except LostLease:
+                seen[1] = ("refused locally", ctx.lost_lease, ctx.lease_lost.is_set())
+            first_done.set()
+            return "attempt 1"
+        # The retry holds the row (same worker id, live lease) while the stale
+        # attempt tries to write: only the local gate can stop it.
+        await asyncio.wait_for(first_done.wait(), 5)
+        await asyncio.sleep(0.05)  # let the stale attempt's return be settled
+        return f"attempt {ctx.attempt}"
+
+    task = await store.submit(name="slow")
+    async with worker.background():
+        (done,) = await finished(store, [task.id])
+    assert seen[1] == ("refused locally", True, True)
+    assert done.status == "succeeded" and done.attempt == 2 and done.result == "attempt 2"
