@@ -23,8 +23,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from engine import LostLease, Worker
 from engine.store.sqlite import SQLiteStore
 
@@ -40,12 +38,6 @@ def hold_write_lock(path: Path, seconds: float, locked: threading.Event) -> None
     conn.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug (engine/_worker.py heartbeat loop): failed heartbeats never flag"
-    " a context lost once its lease deadline passes, so a stale run's ctx.succeed is"
-    " accepted after the same worker re-claimed the task",
-)
 async def test_stale_run_cannot_settle_after_its_lease_ran_out(tmp_path: Path) -> None:
     path = tmp_path / "tasks.db"
     errors: list[BaseException] = []
