@@ -34,7 +34,6 @@ class DataMessage(Message):
 class TasksRefreshed(DataMessage):
     generation: int
     page: TaskPage
-    keys: dict[str, str | None]
 
 
 @dataclass

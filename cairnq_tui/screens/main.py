@@ -61,8 +61,13 @@ class MainScreen(Screen[None]):
         bar.state = app.refresh_state()
 
     def active_view(self) -> Any:
-        tabs = self.query_one("#views", TabbedContent)
-        return self.query_one(f"#{tabs.active}-view")
+        """The visible view, or None while the screen is still being composed."""
+        found = self.query("#views")
+        if not found:
+            return None
+        tabs = found.first(TabbedContent)
+        views = self.query(f"#{tabs.active}-view")
+        return views.first() if views else None
 
     def show_view(self, name: str) -> None:
         tabs = self.query_one("#views", TabbedContent)

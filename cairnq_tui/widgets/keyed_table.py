@@ -85,7 +85,8 @@ class KeyedTable(DataTable[RenderableType]):
         before = self.get_row(key)
         for column, old_value, new_value in zip(self._column_keys, before, cells, strict=True):
             if old_value != new_value:
-                self.update_cell(key, column, new_value)
+                # Widen the column when the new value is longer (a key that just arrived).
+                self.update_cell(key, column, new_value, update_width=True)
 
     def _restore_cursor(self, key: str | None, old_index: int) -> None:
         if not self.row_count:

@@ -2,18 +2,20 @@
 
 The page comes from ``Inspector.tasks_page`` (keyset paging in SQL); the table
 holds that page only. The cursor stays on its task across refreshes, selected
-tasks stay selected, and the key column is looked up only for ids not seen yet
-(``cairnq_task_keys`` has no index on the task id).
+tasks stay selected. The key column is filled by a second, separate read, only
+for ids not seen yet: ``cairnq_task_keys`` has no index on the task id, so that
+lookup reads the key table, and the page should not wait for it.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.suggester import SuggestFromList
 from textual.widgets import Input, Select, Static
 
@@ -148,11 +150,26 @@ class TasksView(ForwardWorkerErrors, Vertical):
             page = await self._merged_page(inspector, flt, queues, before, after)
         else:
             page = await inspector.tasks_page(flt, before=before, after=after, limit=PAGE_SIZE)
-        missing = [r.id for r in page.rows if r.key is None and r.id not in self.keys]
-        found = await inspector.keys_for_tasks(missing) if missing else {}
-        keys = {task_id: (found.get(task_id) or [None])[0] for task_id in missing}
         cost = (self.app.measure() - started) * 1000  # type: ignore[attr-defined]
-        self.post_message(TasksRefreshed(cost, generation, page, keys))
+        self.post_message(TasksRefreshed(cost, generation, page))
+
+    @dataclass
+    class KeysFound(Message):
+        """The keys of tasks shown on the page (None: no key points at the task)."""
+
+        keys: dict[str, str | None]
+
+    @work(exclusive=True, group="task-keys", exit_on_error=False)
+    async def load_keys(self, task_ids: list[str]) -> None:
+        found = await self.app.inspector.keys_for_tasks(task_ids)  # type: ignore[attr-defined]
+        keys = {task_id: (found.get(task_id) or [None])[0] for task_id in task_ids}
+        self.post_message(self.KeysFound(keys))
+
+    def on_tasks_view_keys_found(self, message: KeysFound) -> None:
+        if len(self.keys) > 5_000:
+            self.keys.clear()
+        self.keys.update(message.keys)
+        self.draw()
 
     async def _merged_page(
         self,
@@ -192,14 +209,14 @@ class TasksView(ForwardWorkerErrors, Vertical):
     def on_tasks_refreshed(self, message: TasksRefreshed) -> None:
         message.stop()
         if message.generation == self.generation:
-            self.keys.update(message.keys)
-            if len(self.keys) > 5_000:
-                self.keys = dict(message.keys)
             self.page = message.page
             if not message.page.has_previous:
                 # At the top: follow new tasks as they arrive.
                 self.cursor_before = self.cursor_after = None
             self.draw()
+            missing = [r.id for r in self.page.rows if r.key is None and r.id not in self.keys]
+            if missing:
+                self.load_keys(missing)
         self.app.refresh_drawn(message)  # type: ignore[attr-defined]
 
     def draw(self) -> None:

@@ -311,7 +311,9 @@ async def settle(pilot: Any) -> None:
     for _ in range(500):
         await pilot.pause(0.01)
         busy = [
-            w for w in app.workers if w.group in {"control", "refresh", "connect"} and w.is_running
+            w
+            for w in app.workers
+            if w.group in {"control", "refresh", "connect", "task-keys"} and w.is_running
         ]
         if app.connected and app.ticks and not app.refreshing and not busy:
             break
