@@ -126,6 +126,8 @@ class TaskStore(abc.ABC):
     """
 
     dialect: Dialect
+    #: Postgres text columns cannot hold U+0000; SQLite keeps it.
+    text_refuses_nul = False
 
     def __init__(self, identity: str) -> None:
         # Shared by every handle on this database in the process (see Signals).
@@ -192,6 +194,20 @@ class TaskStore(abc.ABC):
         _optional_text(parent_id, "parent_id")
         _optional_text(root_id, "root_id")
         _optional_text(correlation_id, "correlation_id")
+        if self.text_refuses_nul:
+            fields = {
+                "name": name,
+                "queue": queue,
+                "key": key,
+                "parent_id": parent_id,
+                "root_id": root_id,
+                "correlation_id": correlation_id,
+            }
+            for field, value in fields.items():
+                if value is not None and "\x00" in value:
+                    raise ValueError(
+                        f"{field} contains a NUL character, which {self.dialect} refuses"
+                    )
         if metadata is not None and not isinstance(metadata, Mapping):
             raise SerializationError("metadata must be a mapping or None")
         task_id = new_task_id()

@@ -141,6 +141,8 @@ class PostgresStore(TaskStore):
         ValueError: malformed DSN, bad schema name or pool sizes.
     """
 
+    text_refuses_nul = True
+
     dialect = "postgres"
 
     def __init__(

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reliability_harness import Target
 
@@ -264,10 +264,6 @@ def test_submit_round_trips_or_refuses_writing_nothing(
     conflict: str,
 ) -> None:
     runner, store, target = store_target
-    if target.dialect == "postgres":
-        # Known engine bug, pinned by test_nul_in_text_fields_is_refused below:
-        # keep the fuzzer on everything else until it is fixed.
-        assume(not any("\x00" in f for f in (name, queue, key or "")))
     before = table_sizes(target)
     if key is not None:  # a key of its own, so reuse/reject cannot hand back an older task
         key = f"{key}/{uuid.uuid4().hex}"
@@ -334,14 +330,6 @@ def test_nul_in_text_fields_is_refused(
 ) -> None:
     """A NUL in a text column is bad input: ValueError, nothing written (SQLite keeps it)."""
     runner, store, target = store_target
-    if target.dialect == "postgres":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="engine bug: PostgresStore.submit lets psycopg.DataError escape for a"
-                " NUL in name/queue/key/correlation_id instead of refusing with ValueError",
-            )
-        )
     args: dict[str, Any] = {"name": "nul", "queue": "default", "key": None}
     args[field] = f"a\x00{uuid.uuid4().hex}"
     before = table_sizes(target)
