@@ -15,7 +15,8 @@ Every ``--sample`` seconds one line per dialect: tasks terminal, live, kills,
 and the resident memory of the long-lived worker and of the console. At the
 end everything is drained and checked with the reliability checker
 (``tests/reliability/reliability_harness.py``): tasks processed, redeliveries,
-the longest delay from a kill to the re-run of a task the victim held, tasks
+the longest delay from a kill to the re-run of a task the victim held (and,
+polled twice a second, the longest a lease stayed expired unrecovered), tasks
 lost and duplicates beyond at-least-once (both must be 0), memory growth.
 
     python bench/soak.py                      # 30 minutes, both dialects
@@ -89,6 +90,9 @@ class Side:
         default_factory=lambda: {"worker": [], "console": []}
     )
     kills: int = 0
+    #: longest time a lease stayed expired but unrecovered, as observed by polling
+    max_overdue_ms: int = 0
+    reported_overdue: set[str] = field(default_factory=set)
 
     def worker(self, *extra: str) -> Any:
         return spawn(
@@ -171,7 +175,35 @@ def sample(side: Side, elapsed: float) -> str:
     return (
         f"{side.name:8} tasks {total:7} live {live:5} kills {side.kills:4}"
         f"  rss worker {w / 1024:6.1f} MiB console {c / 1024:6.1f} MiB"
+        f"  max lease overdue {side.max_overdue_ms} ms"
     )
+
+
+def watch_leases(side: Side) -> None:
+    """Track expired leases nobody recovered yet; explain any that stays overdue > 3 s."""
+    now = int(time.time() * 1000)
+    try:
+        rows = side.target.rows(
+            "select id, worker_id, lease_until_ms from cairnq_tasks"
+            " where status = 'running' and lease_until_ms is not null and lease_until_ms < ?",
+            [now],
+        )
+    except Exception:
+        return
+    for row in rows:
+        overdue = now - int(row["lease_until_ms"])
+        side.max_overdue_ms = max(side.max_overdue_ms, overdue)
+        if overdue > 3000 and row["id"] not in side.reported_overdue:
+            side.reported_overdue.add(row["id"])
+            print(f"  {side.name}: lease of {row['id']} ({row['worker_id']}) overdue {overdue} ms")
+            if side.target.dialect == "postgres":
+                for act in side.target.rows(
+                    "select pid, state, wait_event_type, wait_event,"
+                    " (now() - xact_start)::text as in_xact, left(query, 60) as query"
+                    " from pg_stat_activity where datname = current_database()"
+                    " and pid <> pg_backend_pid() and state <> 'idle'"
+                ):
+                    print(f"    backend {act}")
 
 
 def kill_one(side: Side, rng: random.Random) -> None:
@@ -217,6 +249,7 @@ def finish(side: Side, timeout_s: float, run_s: float) -> dict[str, Any]:
         "redeliveries_after_lost_lease": verdict.reruns_after_lost_lease,
         "max_recovery_ms_after_kill": verdict.max_recovery_ms,
         "lease_ms": side.lease_ms,
+        "max_lease_overdue_ms_observed": side.max_overdue_ms,
         "lost": len(verdict.lost),
         "duplicates_beyond_at_least_once": len(verdict.unexplained_reruns)
         + len(verdict.settled_twice)
@@ -247,12 +280,17 @@ def main(argv: list[str] | None = None) -> int:
         end = started + args.minutes * 60
         next_kill = started + args.kill_every
         next_sample = started
+        next_watch = started
         while time.monotonic() < end:
             now = time.monotonic()
             if now >= next_kill:
                 for side in sides:
                     kill_one(side, rng)
                 next_kill += args.kill_every
+            if now >= next_watch:
+                for side in sides:
+                    watch_leases(side)
+                next_watch += 0.5
             if now >= next_sample:
                 elapsed = now - started
                 for side in sides:
