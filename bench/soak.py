@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -66,6 +67,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--work-ms", type=float, default=50.0, help="mean handler time")
     p.add_argument("--sample", type=float, default=10.0, help="seconds between status lines")
     p.add_argument("--no-console", action="store_true")
+    p.add_argument("--keep", action="store_true", help="keep the databases and ledgers")
     p.add_argument("--out", default=str(REPO / "bench" / "out" / "soak.json"))
     p.add_argument("--console-only", nargs="+", metavar="ARG", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -305,6 +307,10 @@ def main(argv: list[str] | None = None) -> int:
                     stop(proc, timeout=5)
         if pg is not None:
             pg.stop()
+        if args.keep:
+            print(f"databases and ledgers kept in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
     report = {"minutes": args.minutes, "kill_every_s": args.kill_every, "results": results}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2))
