@@ -263,6 +263,7 @@ def kill9(proc: subprocess.Popen[bytes], ledger: Ledger | None = None) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    _forget_stderr(proc)
 
 
 def stop(proc: subprocess.Popen[bytes], timeout: float = 20) -> str:
@@ -276,10 +277,14 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 20) -> str:
         proc.kill()
         proc.wait()
     text = stderr_of(proc)
+    _forget_stderr(proc)
+    return text
+
+
+def _forget_stderr(proc: subprocess.Popen[bytes]) -> None:
     path = _stderr_paths.pop(proc.pid, None)
     if path is not None:
         path.unlink(missing_ok=True)
-    return text
 
 
 def proc_args(target: Target, ledger_dir: str | Path) -> list[str]:
