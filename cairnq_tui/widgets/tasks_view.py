@@ -65,6 +65,8 @@ class TasksView(ForwardWorkerErrors, Vertical):
         self.page: TaskPage | None = None
         self.selected: set[str] = set()
         self.keys: dict[str, str | None] = {}
+        #: True from the moment a key lookup is scheduled until its answer is drawn.
+        self.keys_pending = False
         self.generation = 0
         self.queue_options: list[str] = []
 
@@ -166,6 +168,7 @@ class TasksView(ForwardWorkerErrors, Vertical):
         self.post_message(self.KeysFound(keys))
 
     def on_tasks_view_keys_found(self, message: KeysFound) -> None:
+        self.keys_pending = False
         if len(self.keys) > 5_000:
             self.keys.clear()
         self.keys.update(message.keys)
@@ -216,7 +219,9 @@ class TasksView(ForwardWorkerErrors, Vertical):
             self.draw()
             missing = [r.id for r in self.page.rows if r.key is None and r.id not in self.keys]
             if missing:
-                self.load_keys(missing)
+                # After the paint: on SQLite the key-table read runs on this thread.
+                self.keys_pending = True
+                self.call_after_refresh(self.load_keys, missing)
         self.app.refresh_drawn(message)  # type: ignore[attr-defined]
 
     def draw(self) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 from cairnq_tui.app import ConsoleApp, Settings
 from cairnq_tui.clock import FixedClock
 from cairnq_tui.target import Target
+from cairnq_tui.widgets.tasks_view import TasksView
 from engine import SQLiteStore
 
 #: 2026-01-01 00:00:00 UTC.
@@ -315,7 +316,10 @@ async def settle(pilot: Any) -> None:
             for w in app.workers
             if w.group in {"control", "refresh", "connect", "task-keys"} and w.is_running
         ]
-        if app.connected and app.ticks and not app.refreshing and not busy:
+        keys_pending = any(
+            view.keys_pending for screen in app.screen_stack for view in screen.query(TasksView)
+        )
+        if app.connected and app.ticks and not app.refreshing and not busy and not keys_pending:
             break
     await pilot.pause(0.05)
 
