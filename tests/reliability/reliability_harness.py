@@ -423,8 +423,7 @@ class Verdict:
     wrong_result: list[str] = field(default_factory=list)  # result not from the last run
     #: A run whose lease was lost without the worker noticing (its heartbeats failed
     #: while the server was away) got its settlement accepted after the task had
-    #: been claimed again by the same worker id. Reported, not counted as a
-    #: duplicate: pinned by test_reliability_stale_settle.py (an engine bug).
+    #: been claimed again by the same worker id (test_reliability_stale_settle.py).
     stale_settles: list[str] = field(default_factory=list)
     keys_pointing_wrong: list[str] = field(default_factory=list)
     executions: Counter[int] = field(default_factory=Counter)  # runs per task -> tasks
@@ -449,6 +448,7 @@ class Verdict:
                 "unexplained_reruns",
                 "wrong_result",
                 "keys_pointing_wrong",
+                "stale_settles",
                 "busy_errors",
             )
             if getattr(self, name)

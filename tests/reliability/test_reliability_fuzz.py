@@ -326,7 +326,7 @@ def test_nul_in_a_payload_on_postgres_is_refused_before_writing(
 
 @pytest.mark.parametrize("field", ["name", "queue", "key", "correlation_id"])
 def test_nul_in_text_fields_is_refused(
-    store_target: tuple[Runner, Any, Target], field: str, request: pytest.FixtureRequest
+    store_target: tuple[Runner, Any, Target], field: str
 ) -> None:
     """A NUL in a text column is bad input: ValueError, nothing written (SQLite keeps it)."""
     runner, store, target = store_target
