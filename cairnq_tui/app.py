@@ -104,6 +104,7 @@ class ConsoleApp(App[None]):
         self._again = False
         self._last_done = 0.0
         self._unwatch: Any = None
+        self._woke_pending = False
         if settings.theme:
             self.theme = settings.theme
 
@@ -139,7 +140,10 @@ class ConsoleApp(App[None]):
 
     def _on_signal(self, signal: WatchSignal) -> None:
         # May run on another thread (a worker on its own loop): post_message is safe.
-        if signal.reason != "poll":
+        # One wakeup in the queue is enough: a hosted worker settling a thousand
+        # tasks a second would otherwise queue a thousand messages a second.
+        if signal.reason != "poll" and not self._woke_pending:
+            self._woke_pending = True
             self.post_message(DatabaseWoke(signal.reason))
 
     def on_store_connected(self, message: StoreConnected) -> None:
@@ -240,6 +244,7 @@ class ConsoleApp(App[None]):
             bar.state = state or self.refresh_state()
 
     def on_database_woke(self, message: DatabaseWoke) -> None:
+        self._woke_pending = False
         if not self.connected or self.paused:
             return
         wait = EARLY_REFRESH_GAP_S - (time.monotonic() - self._last_done)

@@ -19,11 +19,16 @@ ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "tui")]
 
 from console_states import SNAPSHOT_SIZE, VIEWS, build_demo_db, demo_app, press  # noqa: E402
+from hosted_states import HOSTED_VIEWS, hosted_app  # noqa: E402
 
 
-async def shoot(name: str, keys: tuple[str, ...], *, read_only: bool = False) -> Path:
+async def shoot(
+    name: str, keys: tuple[str, ...], *, read_only: bool = False, hosted: bool = False
+) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
-        app = demo_app(build_demo_db(Path(tmp) / "demo.db"), read_only=read_only)
+        db = build_demo_db(Path(tmp) / "demo.db")
+        # The hosted views show a still demo worker (tests/tui/hosted_states.py).
+        app = hosted_app(db) if hosted else demo_app(db, read_only=read_only)
         async with app.run_test(size=SNAPSHOT_SIZE) as pilot:
             await press(*keys)(pilot)
             out = HERE / f"{name}.svg"
@@ -35,6 +40,8 @@ async def main() -> None:
     for name, keys in VIEWS.items():
         print(await shoot(name, keys))
     print(await shoot("read-only", (), read_only=True))
+    for name, keys in HOSTED_VIEWS.items():
+        print(await shoot(name, keys, hosted=True))
 
 
 if __name__ == "__main__":
