@@ -1,14 +1,14 @@
 """Keypress-to-repaint in the console while a hosted worker drains ~1,000 no-op tasks/s.
 
 Runs the real console headless (``App.run_test``) on a fresh SQLite database. A
-producer thread submits no-op tasks at ``--rate`` per second; a worker drains
+producer process submits no-op tasks at ``--rate`` per second; a worker drains
 them, hosted one of three ways:
 
 - ``thread``: ``WorkerHost`` — the worker on its own loop in its own thread (what
   ``--worker`` does);
 - ``same-loop``: the worker as a task on the console's own event loop (the design
   the thread avoids), for comparison;
-- ``none``: no worker (the producer still runs), the baseline.
+- ``none``: no worker (the producer process still runs), the baseline.
 
 For each mode it presses keys that switch views and times each press until the
 first frame the console composes (``App._display``) that shows the new view,
@@ -24,20 +24,20 @@ import argparse
 import asyncio
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cairnq_tui.app import ConsoleApp, Settings  # noqa: E402
-from cairnq_tui.hosting import WorkerHost  # noqa: E402
-from cairnq_tui.target import Target  # noqa: E402
-from engine import CairnQ, SQLiteStore, Worker  # noqa: E402
+from cairnq_tui.app import ConsoleApp, Settings
+from cairnq_tui.hosting import WorkerHost
+from cairnq_tui.target import Target
+from engine import SQLiteStore, Worker
 
 NOOP_MODULE = """
 from engine import Worker
@@ -53,31 +53,48 @@ def make(store):
 """
 
 
+PRODUCER = """
+import asyncio, sys, time
+from engine import CairnQ, SQLiteStore
+
+async def main(path, rate):
+    async with CairnQ(SQLiteStore(path)) as client:
+        started, submitted = time.monotonic(), 0
+        while True:
+            due = int((time.monotonic() - started) * rate) - submitted
+            for _ in range(min(due, 200)):
+                await client.submit("noop")
+                submitted += 1
+            print(submitted, flush=True)
+            await asyncio.sleep(0.01)
+
+asyncio.run(main(sys.argv[1], float(sys.argv[2])))
+"""
+
+
 class Producer:
-    """Submits no-op tasks at ``rate`` per second from its own thread and loop."""
+    """Submits no-op tasks at ``rate`` per second from another process, as clients would."""
 
     def __init__(self, path: Path, rate: float) -> None:
         self.path, self.rate = path, rate
         self.submitted = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+        self._process: subprocess.Popen[str] | None = None
 
     def start(self) -> None:
-        self._thread.start()
+        root = Path(__file__).resolve().parent.parent
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", PRODUCER, str(self.path), str(self.rate)],
+            cwd=root,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    async def _run(self) -> None:
-        async with CairnQ(SQLiteStore(self.path)) as client:
-            started = time.monotonic()
-            while not self._stop.is_set():
-                due = int((time.monotonic() - started) * self.rate) - self.submitted
-                for _ in range(min(due, 200)):
-                    await client.submit("noop")
-                    self.submitted += 1
-                await asyncio.sleep(0.01)
+        assert self._process is not None and self._process.stdout is not None
+        self._process.terminate()
+        lines = self._process.stdout.read().split()
+        self._process.wait()
+        self.submitted = int(lines[-1]) if lines else 0
 
 
 def worker_module(folder: Path) -> str:
@@ -112,7 +129,7 @@ async def measure(app: ConsoleApp, presses: int) -> list[float]:
             if app.connected and app.ticks and not app.refreshing:
                 break
         await pilot.pause(1.0)
-        keys = ["6", "1", "8", "2", "5", "1", "3", "6"]
+        keys = ["6", "1", "8", "2", "5", "1", "3", "2"]  # never the same view twice
         for i in range(presses):
             key = keys[i % len(keys)]
             pending["view"], pending["frame"] = views[key], None
@@ -180,9 +197,8 @@ def main() -> None:
     args = parser.parse_args()
     modes = ["none", "thread", "same-loop"] if args.mode == "all" else [args.mode]
     print(f"keypress to repaint, {args.presses} presses, producer at {args.rate:g} tasks/s")
-    print(
-        f"{'mode':<10} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'drained/s':>10} {'submitted/s':>12}"
-    )
+    header = ("mode", "p50 ms", "p95 ms", "max ms", "drained/s", "submitted/s")
+    print("{:<10} {:>8} {:>8} {:>8} {:>10} {:>12}".format(*header))
     for mode in modes:
         r = asyncio.run(run_mode(mode, args.rate, args.presses))
         print(
