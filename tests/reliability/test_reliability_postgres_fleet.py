@@ -35,6 +35,9 @@ from reliability_harness import (
     wait_until,
 )
 
+# A skipped private server must fail CI like any skipped Postgres test (CAIRNQ_REQUIRE_PG).
+pytestmark = pytest.mark.postgres
+
 
 def fresh_target(server: PrivatePostgres) -> Target:
     return Target("postgres", server.dsn, f"rel_{uuid.uuid4().hex[:12]}")
