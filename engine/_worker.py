@@ -458,6 +458,61 @@ def _unserializable_envelope(exc: BaseException) -> dict[str, Any]:
     }
 
 
+class _Completions:
+    """No-result completions, written together by ``complete_many``.
+
+    Single-task calls that finish together and a batch's leftovers would each
+    cost a statement; here one write is in flight at a time and everything
+    that arrives meanwhile goes out in the next, so the batch size follows the
+    load. Every caller still learns its own task's outcome.
+    """
+
+    def __init__(self, store: TaskStore, worker_id: str) -> None:
+        self._store = store
+        self._worker_id = worker_id
+        self._pending: list[tuple[str, asyncio.Future[bool]]] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def complete(self, task_id: str) -> bool:
+        """Settle one owned task with no result; False if its lease was lost.
+
+        Raises:
+            Exception: whatever the store raised for the write it was part of.
+        """
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._pending.append((task_id, future))
+        if self._writer is None:
+            # Starts on the next loop pass: completions of this pass join it.
+            self._writer = asyncio.ensure_future(self._write_all())
+        return await future
+
+    async def _write_all(self) -> None:
+        try:
+            while self._pending:
+                pending, self._pending = self._pending, []
+                await self._write(pending)
+        finally:
+            self._writer = None
+
+    async def _write(self, pending: list[tuple[str, asyncio.Future[bool]]]) -> None:
+        try:
+            settled = await self._store.complete_many(
+                task_ids=[task_id for task_id, _ in pending], worker_id=self._worker_id
+            )
+        except Exception as exc:
+            for _, future in pending:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        except BaseException:
+            for _, future in pending:
+                future.cancel()
+            raise
+        for task_id, future in pending:
+            if not future.done():  # a cancelled caller's write landed all the same
+                future.set_result(task_id in settled)
+
+
 def _leftovers(call: _Call) -> list[TaskContext]:
     """The contexts the worker settles itself (each marked settled here).
 
@@ -561,6 +616,7 @@ class Worker:
         self._on_error = on_error
         self._worker_id = new_worker_id()
         self._owns_store = False
+        self._completions = _Completions(store, self._worker_id)
 
         self._registrations: dict[str, Registration] = {}
         self._sources: tuple[Source, ...] = ()
@@ -1135,6 +1191,10 @@ class Worker:
 
     async def _write_complete(self, ctx: TaskContext, result: Any) -> None:
         try:
+            if result is None:
+                if not await self._completions.complete(ctx.task_id):
+                    ctx.mark_lost()
+                return
             await self._store.complete(
                 task_id=ctx.task_id, worker_id=self._worker_id, result=result
             )

@@ -520,6 +520,35 @@ class TaskStore(abc.ABC):
         self._after_write(task)
         return task
 
+    async def complete_many(self, *, task_ids: Sequence[str], worker_id: str) -> set[str]:
+        """``complete`` with no result for several owned tasks, in one statement.
+
+        The worker's settle path for handlers that return nothing: each row
+        follows the rule of ``complete`` (cancel wins) and is checked on its own.
+
+        Args:
+            task_ids: the tasks to settle.
+            worker_id: the worker that should own them.
+
+        Returns:
+            The ids settled (succeeded, or canceled when a cancel was
+            requested); an id missing lost its lease, as ``LostLease`` would say.
+
+        Raises:
+            ValueError: an id or the worker id is not a non-empty string.
+        """
+        ids = [_require_text(task_id, "task_id") for task_id in task_ids]
+        _require_text(worker_id, "worker_id")
+        if not ids:
+            return set()
+        settled = await self._complete_many(ids, worker_id)
+        for task_id in settled:
+            self.signals.done(task_id)  # complete only ever ends a task
+        return settled
+
+    @abc.abstractmethod
+    async def _complete_many(self, task_ids: builtins.list[str], worker_id: str) -> set[str]: ...
+
     @abc.abstractmethod
     async def _succeed(self, task_id: str, worker_id: str, result_json: str | None) -> Task: ...
 

@@ -2,8 +2,12 @@
 
 Every operation is one named statement from ``sql/postgres`` on a pooled
 autocommit connection, or one explicit transaction (keyed submits, ``*_by_key``,
-claim sessions, transactional completion). Statements are prepared server-side
-on first use (``prepare_threshold=0``): the set of texts is small and fixed.
+claim sessions, transactional completion). Plain submits and the owned
+single-row writes (heartbeat, progress, succeed, complete, fail) go through a
+group commit (``_pg_group``): those arriving together share one pipelined
+transaction, each caller answered after its COMMIT. Statements are prepared
+server-side on first use (``prepare_threshold=0``): the set of texts is small
+and fixed.
 
 Connecting follows PROTOCOL.md §7: schema guard, migrations, protocol version,
 JSON wire form, then the LISTEN connection in the background.
@@ -50,6 +54,7 @@ from engine.store._base import (
     _require_text,
     check_names,
 )
+from engine.store._pg_group import WriteGroup
 from engine.store._pg_listener import Listener
 
 T = TypeVar("T")
@@ -198,6 +203,7 @@ class PostgresStore(TaskStore):
         self._connect_lock = asyncio.Lock()
         self._inflight = 0
         self._drained: asyncio.Event | None = None
+        self._group = WriteGroup(self._on_connection)
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -386,42 +392,67 @@ class PostgresStore(TaskStore):
         ``retry`` (reads only): one more try on a fresh connection when the first
         one turns out dead, as after a server restart or a terminated backend.
         """
+        await self._admit(write)
+        self._inflight += 1
+        try:
+            return await self._on_connection(work, retry=retry)
+        finally:
+            self._done_one()
+
+    async def _admit(self, write: bool) -> None:
+        """Refuse writes on a read-only store; connect; refuse after close."""
         if write and self._read_only:
             raise StoreUnavailable(f"store {self.target} was opened read_only=True; writes refused")
         if self._pool is None:
             await self.connect()
-        pool = self._pool
-        if self._closed or pool is None:
+        if self._closed or self._pool is None:
             raise StoreClosed(f"store {self.target} is closed")
+
+    def _done_one(self) -> None:
+        self._inflight -= 1
+        if self._inflight == 0 and self._drained is not None:
+            self._drained.set()
+
+    async def _on_connection(
+        self, work: Callable[[Conn], Awaitable[T]], *, retry: bool = False
+    ) -> T:
+        """``work`` on a pooled connection (``_run`` without admission or counting)."""
+        pool = self._pool
+        if pool is None:
+            raise StoreClosed(f"store {self.target} is closed")
+        retried = discarded = 0
+        while True:
+            try:
+                async with pool.connection() as conn:
+                    if _terminated(conn):
+                        # Never used, so safe to skip even for writes; the
+                        # pool replaces a closed connection by itself.
+                        await conn.close()
+                        discarded += 1
+                        if discarded <= self._max_size:
+                            continue
+                        raise psycopg.OperationalError("every pooled connection was dead")
+                    try:
+                        return await work(conn)
+                    except psycopg.OperationalError as exc:
+                        if not (conn.broken or conn.closed):
+                            raise
+                        lost: BaseException = exc
+            except PoolTimeout as exc:
+                raise self._unavailable(exc) from exc
+            if not retry or retried:
+                raise self._unavailable(lost) from lost
+            retried += 1
+
+    async def _grouped(self, name: str, params: Mapping[str, Any], order: str) -> Task | None:
+        """A single-row write through the group commit (``_pg_group``)."""
+        await self._admit(True)
         self._inflight += 1
         try:
-            retried = discarded = 0
-            while True:
-                try:
-                    async with pool.connection() as conn:
-                        if _terminated(conn):
-                            # Never used, so safe to skip even for writes; the
-                            # pool replaces a closed connection by itself.
-                            await conn.close()
-                            discarded += 1
-                            if discarded <= self._max_size:
-                                continue
-                            raise psycopg.OperationalError("every pooled connection was dead")
-                        try:
-                            return await work(conn)
-                        except psycopg.OperationalError as exc:
-                            if not (conn.broken or conn.closed):
-                                raise
-                            lost: BaseException = exc
-                except PoolTimeout as exc:
-                    raise self._unavailable(exc) from exc
-                if not retry or retried:
-                    raise self._unavailable(lost) from lost
-                retried += 1
+            row = await self._group.write(_sql(name), params, order)
         finally:
-            self._inflight -= 1
-            if self._inflight == 0 and self._drained is not None:
-                self._drained.set()
+            self._done_one()
+        return None if row is None else self._task(row)
 
     def _task(self, row: Mapping[str, Any]) -> Task:
         return self.task_from_row(row, decoded_json=self._json_decoded)
@@ -438,8 +469,8 @@ class PostgresStore(TaskStore):
         return None if row is None else self._task(row)
 
     async def _owned(self, name: str, task_id: str, params: Mapping[str, Any]) -> Task:
-        """An ownership-checked write: the row, or LostLease."""
-        task = await self._one(name, {"id": task_id, **params}, write=True)
+        """An ownership-checked write (group-committed): the row, or LostLease."""
+        task = await self._grouped(name, {"id": task_id, **params}, task_id)
         if task is None:
             raise LostLease(task_id)
         return task
@@ -464,7 +495,7 @@ class PostgresStore(TaskStore):
     async def _submit(self, new: NewTask) -> Task:
         params = self._insert_params(new)
         if new.key is None:
-            task = await self._one("insert_task", params, write=True)
+            task = await self._grouped("insert_task", params, new.id)
             assert task is not None  # insert ... returning always yields the row
             return task
         key = new.key
@@ -737,6 +768,14 @@ class PostgresStore(TaskStore):
 
     async def _complete(self, task_id: str, worker_id: str, result_json: str | None) -> Task:
         return await self._owned("complete", task_id, self._result_params(worker_id, result_json))
+
+    async def _complete_many(self, task_ids: builtins.list[str], worker_id: str) -> set[str]:
+        params = {"ids": task_ids, "worker_id": worker_id}
+
+        async def work(conn: Conn) -> builtins.list[dict[str, Any]]:
+            return await (await conn.execute(_sql("complete_many"), params)).fetchall()
+
+        return {row["id"] for row in await self._run(work, write=True)}
 
     @staticmethod
     def _result_params(worker_id: str, result_json: str | None) -> dict[str, Any]:

@@ -18,6 +18,9 @@ Where the work runs:
 * **Group commit** (``_sqlite_group``): single-statement writes queue up and
   one flush takes all of them — bare if one, else one ``BEGIN IMMEDIATE`` —
   answering callers after COMMIT; consecutive inserts become one statement.
+* **Wakeups from other processes** (``_sqlite_commits``): while a worker or
+  waiter sleeps, ``PRAGMA data_version`` on the writer is read every ~15 ms;
+  another connection's commit ends the sleep early.
 * **aiosqlite's thread** opens the database (migrations wait on
   ``busy_timeout``, so never on the loop), drains group-commit batches while
   another process holds the lock, and does housekeeping on its own connection:
@@ -39,7 +42,8 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+import weakref
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -60,6 +64,7 @@ from engine.store._base import (
     check_names,
     check_queues,
 )
+from engine.store._sqlite_commits import CommitWatch
 from engine.store._sqlite_group import GroupCommit, backoff
 
 T = TypeVar("T")
@@ -199,6 +204,9 @@ class SQLiteStore(TaskStore):
         self._idle.set()
         self._closed = False
         self._next_statistics = 0.0
+        self._watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CommitWatch] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -633,6 +641,55 @@ class SQLiteStore(TaskStore):
         _, rows = await self._write(sql, params)
         return [r[0] for r in rows]
 
+    # -- wakeups ----------------------------------------------------------------------------
+
+    async def claim_wake(self, queues: Sequence[str], timeout_ms: float) -> bool:
+        """Sleep until a task may be claimable on ``queues`` or the timeout passes.
+
+        Ended early by a submit in this process, or within ~15 ms of a commit
+        by another process (``_sqlite_commits``).
+        """
+        return await self._wake_early(self.signals.claim_wake(queues, timeout_ms))
+
+    async def task_done_wake(self, task_id: str, timeout_ms: float) -> bool:
+        """Sleep until ``task_id`` may have gone terminal or the timeout passes.
+
+        Ended early as ``claim_wake`` is.
+        """
+        return await self._wake_early(self.signals.task_done_wake(task_id, timeout_ms))
+
+    async def _wake_early(self, sleep: Awaitable[bool]) -> bool:
+        """``sleep`` (a hub wait), cut short by another connection's commit."""
+        if self._memory or self._closed or self._raw is None:
+            return await sleep  # an in-memory database has no other connection
+        loop = asyncio.get_running_loop()
+        watch = self._watches.get(loop)
+        if watch is None:
+            watch = self._watches[loop] = CommitWatch(self._data_version)
+        commit = watch.next_commit()
+        signal = asyncio.ensure_future(sleep)
+        try:
+            await asyncio.wait((signal, commit), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.forget(commit)
+            signal.cancel()  # a no-op when it finished
+        if signal.done() and not signal.cancelled():
+            return signal.result()
+        return True
+
+    def _data_version(self) -> int | None:
+        """The writer's ``data_version`` (unchanged by its own commits); None if busy."""
+        raw = self._raw
+        if raw is None or not self._owner.acquire(blocking=False):
+            return None
+        try:
+            row = raw.execute("pragma data_version").fetchone()
+        except sqlite3.Error:
+            return None
+        finally:
+            self._owner.release()
+        return int(row[0])
+
     # -- claims --------------------------------------------------------------------------
 
     async def _probe(self, queues: builtins.list[str], names: builtins.list[str] | None) -> bool:
@@ -824,6 +881,12 @@ class SQLiteStore(TaskStore):
 
     async def _complete(self, task_id: str, worker_id: str, result_json: str | None) -> Task:
         return await self._owned("complete", task_id, worker_id, {"result": result_json})
+
+    async def _complete_many(self, task_ids: builtins.list[str], worker_id: str) -> set[str]:
+        self._check_writable("complete_many")
+        params = {"ids": _json.dumps(task_ids), "worker_id": worker_id}
+        _, rows = await self._write(_sql("complete_many"), params)
+        return {row[0] for row in rows}
 
     async def _fail(
         self, task_id: str, worker_id: str, error_json: str, retryable: bool, delay_ms: int

@@ -344,7 +344,9 @@ async def test_lease_deadline_closes_the_local_gate_without_a_heartbeat(
     @worker.task
     async def slow(ctx):
         if ctx.attempt == 1:
-            await asyncio.sleep(0.35)  # meanwhile: recovered and claimed again
+            # Meanwhile: recovered and claimed again. Not much longer than the
+            # lease: the retry must still hold its own 200 ms lease when it returns.
+            await asyncio.sleep(0.3)
             try:
                 await ctx.progress(0.5)
                 seen[1] = "written"

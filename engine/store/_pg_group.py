@@ -1,0 +1,149 @@
+"""Group commit for the Postgres store's single-row writes.
+
+Every commit on a durable server waits for its WAL flush, so N settlements as
+N autocommit statements cost N flushes and N round trips. Here writes queue up;
+one flush at a time takes every write waiting and sends them pipelined inside
+one transaction (BEGIN, the statements, COMMIT: one round trip, one WAL flush),
+answering each caller only after the COMMIT. Writes that arrive during a flush
+form the next one, so the batch size follows the load by itself; a lone write
+runs as a plain autocommit statement, exactly as it would without the group.
+
+Only statements that are safe to share a transaction join: ownership-checked
+updates of one row (a lost lease matches no row, it never raises) and plain
+inserts. Rows are written in id order, so two flushes touching the same rows
+(of two stores, two processes) lock them in the same order. If the shared
+transaction fails for a reason other than connection loss (a deadlock with
+another transaction, a statement error), nothing of it was committed and each
+write is retried on its own, so every caller gets the outcome it would have had
+alone. Connection loss fails the whole batch, as it fails a lone write: the
+COMMIT may or may not have landed, so nothing is retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import psycopg
+
+T = TypeVar("T")
+Conn = psycopg.AsyncConnection[dict[str, Any]]
+Row = dict[str, Any] | None
+#: Runs work on a pooled connection (the store's ``_on_connection``).
+Runner = Callable[[Callable[[Conn], Awaitable[Any]]], Awaitable[Any]]
+
+#: Writes per shared transaction: bounds the time a flush holds its row locks.
+_MAX_BATCH = 256
+
+
+@dataclass(slots=True)
+class _Write:
+    sql: str
+    params: Mapping[str, Any]
+    order: str  # the row's id: the lock order
+    future: asyncio.Future[Row]
+
+
+def _answer(future: asyncio.Future[Row], outcome: Row | BaseException) -> None:
+    if future.done():  # the caller was cancelled; its write still landed (or not)
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
+
+
+def _lost(conn: Conn, exc: BaseException) -> bool:
+    return isinstance(exc, psycopg.OperationalError) and (conn.broken or conn.closed)
+
+
+class WriteGroup:
+    """The write queue of one Postgres store (one event loop).
+
+    Args:
+        run: runs a coroutine function on a pooled connection, mapping
+            connection loss to the store's ``StoreUnavailable``.
+    """
+
+    def __init__(self, run: Runner) -> None:
+        self._run = run
+        self._queue: list[_Write] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    @property
+    def idle(self) -> bool:
+        """No write waiting and no flush on its way."""
+        return not self._queue and self._flusher is None
+
+    async def write(self, sql: str, params: Mapping[str, Any], order: str) -> Row:
+        """Run one statement returning at most one row; its row after COMMIT."""
+        future: asyncio.Future[Row] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Write(sql, params, order, future))
+        if self._flusher is None:
+            # Started on the next loop pass: everything queued before then joins.
+            self._flusher = asyncio.ensure_future(self._flush_all())
+        return await future
+
+    async def _flush_all(self) -> None:
+        try:
+            while self._queue:
+                batch = self._queue[:_MAX_BATCH]
+                del self._queue[:_MAX_BATCH]
+                await self._flush(batch)
+        finally:
+            self._flusher = None
+
+    async def _flush(self, batch: list[_Write]) -> None:
+        try:
+            if len(batch) == 1:
+                outcomes: list[Row | BaseException] = [await self._run(self._single(batch[0]))]
+            else:
+                outcomes = await self._run(self._shared(batch))
+        except Exception as exc:
+            for w in batch:
+                _answer(w.future, exc)
+            return
+        except BaseException:
+            for w in batch:  # cancelled with the loop: so are the callers
+                w.future.cancel()
+            raise
+        for w, outcome in zip(batch, outcomes, strict=True):
+            _answer(w.future, outcome)
+
+    @staticmethod
+    def _single(w: _Write) -> Callable[[Conn], Awaitable[Row]]:
+        async def work(conn: Conn) -> Row:
+            return await (await conn.execute(w.sql, w.params)).fetchone()
+
+        return work
+
+    def _shared(
+        self, batch: list[_Write]
+    ) -> Callable[[Conn], Awaitable[list[Row | BaseException]]]:
+        ordered = sorted(range(len(batch)), key=lambda i: batch[i].order)
+
+        async def work(conn: Conn) -> list[Row | BaseException]:
+            try:
+                cursors: dict[int, Any] = {}
+                async with conn.pipeline(), conn.transaction():
+                    for i in ordered:
+                        cursors[i] = await conn.execute(batch[i].sql, batch[i].params)
+                return [await cursors[i].fetchone() for i in range(len(batch))]
+            except psycopg.Error as exc:
+                if _lost(conn, exc):
+                    raise
+            # Rolled back as a whole: each write alone, as if never grouped.
+            return [await self._alone(conn, w) for w in batch]
+
+        return work
+
+    @staticmethod
+    async def _alone(conn: Conn, w: _Write) -> Row | BaseException:
+        try:
+            return await (await conn.execute(w.sql, w.params)).fetchone()
+        except psycopg.Error as exc:
+            if _lost(conn, exc):
+                raise
+            return exc

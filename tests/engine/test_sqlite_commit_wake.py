@@ -1,0 +1,119 @@
+"""SQLite wakeups across processes: a commit by another process ends a
+``claim_wake`` / ``task_done_wake`` sleep long before its poll interval.
+
+Another process is real here: a child Python that opens the same file and
+writes when told. Bounds are generous (well under the 5 s sleeps), never tight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from engine import SQLiteStore
+
+POLL_MS = 5_000
+BOUND_S = 0.4
+
+_CHILD = """
+import asyncio, sys
+from engine import SQLiteStore
+
+async def main() -> None:
+    store = SQLiteStore(sys.argv[1])
+    await store.connect()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        command, _, arg = line.strip().partition(" ")
+        if command == "submit":
+            await store.submit(name="job", queue=arg)
+        elif command == "cancel":
+            await store.cancel(arg)
+        print("done", flush=True)
+    await store.close()
+
+asyncio.run(main())
+"""
+
+
+class Child:
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    async def line(self) -> str:
+        assert self.proc.stdout is not None
+        return (await asyncio.wait_for(self.proc.stdout.readline(), 30)).decode().strip()
+
+    def tell(self, command: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(command.encode() + b"\n")
+
+
+@pytest.fixture
+async def child(sqlite_path: Path) -> AsyncIterator[Child]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _CHILD,
+        str(sqlite_path),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    c = Child(proc)
+    try:
+        assert await c.line() == "ready"
+        yield c
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        await asyncio.wait_for(proc.wait(), 30)
+
+
+@pytest.fixture
+async def store(sqlite_path: Path) -> AsyncIterator[SQLiteStore]:
+    s = SQLiteStore(sqlite_path)
+    await s.connect()
+    yield s
+    await s.close()
+
+
+async def test_claim_wake_hears_another_process_submit(store: SQLiteStore, child: Child) -> None:
+    sleeper = asyncio.ensure_future(store.claim_wake(["jobs"], POLL_MS))
+    await asyncio.sleep(0.05)  # the sleeper has taken its first look
+    sent = time.monotonic()
+    child.tell("submit jobs")
+    assert await asyncio.wait_for(sleeper, POLL_MS / 1000) is True
+    assert time.monotonic() - sent < BOUND_S
+    assert await child.line() == "done"
+    assert (await store.stats(queue="jobs"))["jobs"]["queued"] == 1
+
+
+async def test_task_done_wake_hears_another_process_cancel(
+    store: SQLiteStore, child: Child
+) -> None:
+    task = await store.submit(name="job", queue="jobs")
+    sleeper = asyncio.ensure_future(store.task_done_wake(task.id, POLL_MS))
+    await asyncio.sleep(0.05)
+    sent = time.monotonic()
+    child.tell(f"cancel {task.id}")
+    assert await asyncio.wait_for(sleeper, POLL_MS / 1000) is True
+    assert time.monotonic() - sent < BOUND_S
+    assert await child.line() == "done"
+    done = await store.get(task.id)
+    assert done is not None and done.status == "canceled"
+
+
+async def test_own_writes_and_quiet_files_keep_the_timeout(store: SQLiteStore) -> None:
+    # This store's own commits do not change the writer's data_version, and a
+    # task on another queue signals nobody here: the sleep runs to its timeout.
+    sleeper = asyncio.ensure_future(store.claim_wake(["jobs"], 300))
+    await asyncio.sleep(0.05)
+    await store.submit(name="job", queue="elsewhere")
+    started = time.monotonic()
+    assert await sleeper is False
+    assert time.monotonic() - started > 0.1
