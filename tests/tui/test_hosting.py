@@ -19,7 +19,7 @@ from hosting_support import (
     wait_state,
 )
 
-from cairnq_tui.hosting import HostError, WorkerHost, WorkerSpec
+from cairnq_tui.hosting import HostError, WorkerHost, WorkerSpec, hosted_reasons
 from engine import CairnQ, SQLiteStore, TaskStore, active_waits
 
 GATED = """
@@ -339,3 +339,71 @@ async def test_factory_taking_the_target_gets_the_target_text(
     hosts.append(host)
     assert modules.module(name).seen == [str(db)]
     assert (await wait_state(host, "running")).handles == {"noop"}
+
+
+async def test_hosted_reasons_say_what_the_worker_knows(
+    modules: UserModules,
+    make_store: Callable[[], TaskStore],
+    client: CairnQ,
+    hosts: list[WorkerHost],
+) -> None:
+    name = modules.write(
+        GATED
+        + """
+def make_capped(store):
+    w = make(store)
+    w.register("capped", lambda ctx: None, concurrency=1)
+    return w
+"""
+    )
+    host = host_for([f"{name}:make_capped"], make_store)
+    host.start()
+    hosts.append(host)
+    statuses = await host.statuses()
+    assert hosted_reasons("other.job", "default", "queued", statuses) == [
+        "no hosted worker handles 'other.job' on queue 'default'"
+    ]
+    assert hosted_reasons("noop", "elsewhere", "queued", statuses)[0].startswith("no hosted")
+    assert hosted_reasons("noop", "default", "running", statuses) == []
+    assert hosted_reasons("noop", "default", "queued", []) == []
+    await host.workers[0].pause()
+    paused = await wait_state(host, "paused")
+    assert hosted_reasons("noop", "default", "queued", [paused]) == [
+        f"hosted worker {name}:make_capped is paused"
+    ]
+
+
+async def test_a_blocked_hosted_loop_shows_as_a_stale_status(
+    modules: UserModules, make_store: Callable[[], TaskStore], hosts: list[WorkerHost]
+) -> None:
+    name = modules.write(
+        """
+import threading, time
+from engine import Worker
+
+release = threading.Event()
+blocking = threading.Event()
+
+def make(store):
+    w = Worker(store, ["default"], poll_interval_ms=20)
+
+    @w.task("block")
+    async def block(ctx):
+        blocking.set()
+        release.wait(5)  # holds the hosted loop, as a careless handler would
+
+    return w
+"""
+    )
+    host = host_for([f"{name}:make"], make_store)
+    host.start()
+    hosts.append(host)
+    user = modules.module(name)
+    async with CairnQ(make_store()) as client:
+        await client.submit("block")
+        await asyncio.to_thread(user.blocking.wait, 10)
+        await asyncio.sleep(0.3)
+        status = await status_of(host)
+        user.release.set()
+    assert status.stale and status.loop_lag_ms >= 100
+    assert (await wait_state(host, "running")).stale is False
