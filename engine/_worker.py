@@ -470,17 +470,21 @@ class _Completions:
     def __init__(self, store: TaskStore, worker_id: str) -> None:
         self._store = store
         self._worker_id = worker_id
-        self._pending: list[tuple[str, asyncio.Future[bool]]] = []
+        self._pending: list[tuple[list[str], asyncio.Future[set[str]]]] = []
         self._writer: asyncio.Task[None] | None = None
 
-    async def complete(self, task_id: str) -> bool:
-        """Settle one owned task with no result; False if its lease was lost.
+    async def complete(self, task_ids: list[str]) -> set[str]:
+        """Settle owned tasks with no result.
+
+        Returns:
+            A set holding each of ``task_ids`` that was settled; one missing
+            lost its lease.
 
         Raises:
-            Exception: whatever the store raised for the write it was part of.
+            Exception: whatever the store raised for the write they were part of.
         """
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._pending.append((task_id, future))
+        future: asyncio.Future[set[str]] = asyncio.get_running_loop().create_future()
+        self._pending.append((task_ids, future))
         if self._writer is None:
             # Starts on the next loop pass: completions of this pass join it.
             self._writer = asyncio.ensure_future(self._write_all())
@@ -494,10 +498,11 @@ class _Completions:
         finally:
             self._writer = None
 
-    async def _write(self, pending: list[tuple[str, asyncio.Future[bool]]]) -> None:
+    async def _write(self, pending: list[tuple[list[str], asyncio.Future[set[str]]]]) -> None:
         try:
             settled = await self._store.complete_many(
-                task_ids=[task_id for task_id, _ in pending], worker_id=self._worker_id
+                task_ids=[task_id for ids, _ in pending for task_id in ids],
+                worker_id=self._worker_id,
             )
         except Exception as exc:
             for _, future in pending:
@@ -508,9 +513,9 @@ class _Completions:
             for _, future in pending:
                 future.cancel()
             raise
-        for task_id, future in pending:
+        for _, future in pending:
             if not future.done():  # a cancelled caller's write landed all the same
-                future.set_result(task_id in settled)
+                future.set_result(settled)
 
 
 def _leftovers(call: _Call) -> list[TaskContext]:
@@ -1180,7 +1185,12 @@ class Worker:
             await self._write_complete(leftovers[0], outcome)
             return
         results = outcome if isinstance(outcome, Mapping) else {}
-        await asyncio.gather(*(self._write_complete(c, results.get(c.task_id)) for c in leftovers))
+        quiet = [c for c in leftovers if results.get(c.task_id) is None]
+        valued = [c for c in leftovers if results.get(c.task_id) is not None]
+        writes = [self._write_complete(c, results[c.task_id]) for c in valued]
+        if quiet:
+            writes.append(self._complete_quietly(quiet))
+        await asyncio.gather(*writes)
 
     async def _settle_failed(self, call: _Call, envelope: dict[str, Any], retryable: bool) -> None:
         leftovers = _leftovers(call)
@@ -1189,12 +1199,23 @@ class Worker:
         elif leftovers:
             await asyncio.gather(*(self._write_fail(c, envelope, retryable) for c in leftovers))
 
-    async def _write_complete(self, ctx: TaskContext, result: Any) -> None:
+    async def _complete_quietly(self, contexts: list[TaskContext]) -> None:
+        """``complete`` with no result for each context, in one shared statement."""
         try:
-            if result is None:
-                if not await self._completions.complete(ctx.task_id):
-                    ctx.mark_lost()
-                return
+            settled = await self._completions.complete([c.task_id for c in contexts])
+        except Exception as exc:
+            for ctx in contexts:
+                self._report(exc, "execute", ctx.task_id)
+            return
+        for ctx in contexts:
+            if ctx.task_id not in settled:
+                ctx.mark_lost()
+
+    async def _write_complete(self, ctx: TaskContext, result: Any) -> None:
+        if result is None:
+            await self._complete_quietly([ctx])
+            return
+        try:
             await self._store.complete(
                 task_id=ctx.task_id, worker_id=self._worker_id, result=result
             )

@@ -688,6 +688,8 @@ class SQLiteStore(TaskStore):
             return None
         finally:
             self._owner.release()
+            if self._group is not None:
+                self._group.kick()  # a drain that found the connection taken gave up
         return int(row[0])
 
     # -- claims --------------------------------------------------------------------------
