@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pg_support import dsn_for_database
 
 PG_DSN_ENV = "CAIRNQ_TEST_PG_DSN"
 
@@ -29,15 +30,6 @@ def _admin_execute(dsn: str, sql: str) -> None:
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql)
-
-
-def dsn_for_database(dsn: str, database: str) -> str:
-    """The same server DSN pointed at another database."""
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    params = conninfo_to_dict(dsn)
-    params["dbname"] = database
-    return make_conninfo(**params)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import dsn_for_database
+from pg_support import dsn_for_database
 
 from engine import PostgresStore, StoreClosed, StoreUnavailable
 from engine.store.postgres import redact_dsn
