@@ -44,6 +44,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -188,6 +189,12 @@ class SQLiteStore(TaskStore):
         self._reader: sqlite3.Connection | None = None
         # The reader is used from whichever thread calls; one user at a time.
         self._reader_lock = threading.Lock()
+        # Introspection reads (read_statement) scan pages of thousands of rows: they
+        # run on a thread of their own with a connection of their own, so a console
+        # sharing this loop never freezes for them, and writers never wait on them.
+        self._inspect_thread: ThreadPoolExecutor | None = None
+        self._inspect_reader: sqlite3.Connection | None = None
+        self._reader_at: tuple[str, bool] | None = None
         self._connect_lock: asyncio.Lock | None = None
         # Held for a whole claim session, whose transaction stays open while its
         # plan awaits between draws: no other operation of this loop may join it.
@@ -294,6 +301,7 @@ class SQLiteStore(TaskStore):
             )
             if not self._memory:
                 self._reader = sync.open_reader(location, uri=uri)
+                self._reader_at = (location, uri)
                 if not self._read_only:
                     self._checkpointer = await self._on_thread(
                         conn, sync.open_checkpointer, location, uri
@@ -325,6 +333,12 @@ class SQLiteStore(TaskStore):
             with self._reader_lock:
                 self._reader.close()
             self._reader = None
+        if self._inspect_thread is not None:
+            await asyncio.get_running_loop().run_in_executor(
+                self._inspect_thread, self._close_inspect_reader
+            )
+            self._inspect_thread.shutdown(wait=False)
+            self._inspect_thread = None
         conn, self._conn, self._raw = self._conn, None, None
         checkpointer, self._checkpointer = self._checkpointer, None
         if conn is not None:
@@ -589,23 +603,34 @@ class SQLiteStore(TaskStore):
             raise ValueError(f"statement {name!r} is not a read")
         bound = dict(params)
         sql = specialise(text, frozenset(k for k, v in bound.items() if v is not None))
-        reader = None
         if self._closed or self._conn is None:
             await self._ready()
-        reader = self._reader
-        if reader is not None and self._reader_lock.acquire(blocking=False):
-            try:
-                cursor = reader.execute(sql, bound)
-                rows = cursor.fetchall()
-                names = [d[0] for d in cursor.description or ()]
-                return [dict(zip(names, row, strict=True)) for row in rows]
-            except sqlite3.OperationalError as exc:
-                if not sync.is_busy(exc):
-                    raise
-            finally:
-                self._reader_lock.release()
+        if self._reader_at is not None:
+            if self._inspect_thread is None:
+                self._inspect_thread = ThreadPoolExecutor(1, thread_name_prefix="cairnq-inspect")
+            return await asyncio.get_running_loop().run_in_executor(
+                self._inspect_thread, self._inspect_read, sql, bound
+            )
         names, rows = await self._retrying(sync.fetch_described, sql, bound)
         return [dict(zip(names, row, strict=True)) for row in rows]
+
+    def _inspect_read(self, sql: str, params: dict[str, Any]) -> builtins.list[dict[str, Any]]:
+        """On the inspect thread: one read on its own connection, opened on first use."""
+        if self._inspect_reader is None:
+            assert self._reader_at is not None
+            location, uri = self._reader_at
+            self._inspect_reader = sync.open_reader(location, uri=uri)
+            # Off the loop a read may wait out a checkpoint or WAL recovery.
+            self._inspect_reader.execute(f"pragma busy_timeout = {int(self._busy_timeout_ms)}")
+        cursor = self._inspect_reader.execute(sql, params)
+        rows = cursor.fetchall()
+        names = [d[0] for d in cursor.description or ()]
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    def _close_inspect_reader(self) -> None:
+        if self._inspect_reader is not None:
+            self._inspect_reader.close()
+            self._inspect_reader = None
 
     # -- cancel / retry / purge ---------------------------------------------------------
 
