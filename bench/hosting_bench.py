@@ -8,7 +8,9 @@ them, hosted one of three ways:
   ``--worker`` does);
 - ``same-loop``: the worker as a task on the console's own event loop (the design
   the thread avoids), for comparison;
-- ``none``: no worker (the producer process still runs), the baseline.
+- ``none``: no worker (the producer process still runs), the baseline;
+- ``gil``: no worker, but a thread spinning pure Python beside the console: what
+  any CPU-busy thread in the process costs the console through the GIL.
 
 For each mode it presses keys that switch views and times each press until the
 first frame the console composes (``App._display``) that shows the new view,
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -143,6 +146,11 @@ async def measure(app: ConsoleApp, presses: int) -> list[float]:
     return samples
 
 
+def _spin(stop: threading.Event) -> None:
+    while not stop.is_set():
+        sum(range(1000))
+
+
 async def run_mode(mode: str, rate: float, presses: int) -> dict[str, float]:
     folder = Path(tempfile.mkdtemp(prefix="cairnq-hosting-bench-"))
     path = folder / "tasks.db"
@@ -160,6 +168,9 @@ async def run_mode(mode: str, rate: float, presses: int) -> dict[str, float]:
     producer = Producer(path, rate)
     producer.start()
     same_loop: Worker | None = None
+    spinning = threading.Event()
+    if mode == "gil":
+        threading.Thread(target=_spin, args=(spinning,), daemon=True).start()
     claimed_at_start = time.monotonic()
     try:
         if mode == "same-loop":
@@ -176,6 +187,7 @@ async def run_mode(mode: str, rate: float, presses: int) -> dict[str, float]:
                 claimed = (await host.statuses())[0].snapshot.tasks_claimed  # type: ignore[union-attr]
         elapsed = time.monotonic() - claimed_at_start
     finally:
+        spinning.set()
         producer.stop()
         if host is not None:
             await host.close(1.0)
@@ -193,9 +205,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=1000.0, help="tasks submitted per second")
     parser.add_argument("--presses", type=int, default=60)
-    parser.add_argument("--mode", choices=["thread", "same-loop", "none", "all"], default="all")
+    modes_help = ["thread", "same-loop", "none", "gil", "all"]
+    parser.add_argument("--mode", choices=modes_help, default="all")
     args = parser.parse_args()
-    modes = ["none", "thread", "same-loop"] if args.mode == "all" else [args.mode]
+    modes = ["none", "gil", "thread", "same-loop"] if args.mode == "all" else [args.mode]
     print(f"keypress to repaint, {args.presses} presses, producer at {args.rate:g} tasks/s")
     header = ("mode", "p50 ms", "p95 ms", "max ms", "drained/s", "submitted/s")
     print("{:<10} {:>8} {:>8} {:>8} {:>10} {:>12}".format(*header))
