@@ -406,4 +406,8 @@ def make(store):
         status = await status_of(host)
         user.release.set()
     assert status.stale and status.loop_lag_ms >= 100
-    assert (await wait_state(host, "running")).stale is False
+
+    async def fresh() -> bool:
+        return not (await status_of(host)).stale
+
+    await eventually(fresh, what="a fresh status once the loop is free again")
