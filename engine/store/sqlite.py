@@ -278,11 +278,13 @@ class SQLiteStore(TaskStore):
 
     async def _open(self) -> None:
         location, uri = self._location()
+        conn = aiosqlite.connect(location, uri=uri, isolation_level=None, check_same_thread=False)
         try:
-            conn = await aiosqlite.connect(
-                location, uri=uri, isolation_level=None, check_same_thread=False
-            )
+            await conn
         except sqlite3.Error as exc:
+            # aiosqlite stops its thread on a failed open; let it finish while this
+            # loop still runs, or it reports to a closed loop later.
+            await asyncio.to_thread(conn._thread.join, 5.0)
             raise StoreUnavailable(f"cannot open SQLite database {self._path}: {exc}") from exc
         raw = conn._conn  # the stdlib connection; its users take turns via _owner
         try:
