@@ -93,28 +93,15 @@ async def _submit(store: TaskStore, a: _Args) -> Any:
     return task_dict(await store.submit(**kwargs))
 
 
-async def _get(store: TaskStore, a: _Args) -> Any:
-    task_id = a.take("id")
-    a.done()
-    return task_dict(await store.get(task_id))
+def _lookup(arg: str, method: str, shape: Callable[[Any], Any]) -> Op:
+    """An op taking one argument (an id or a key) and returning one shaped result."""
 
+    async def op(store: TaskStore, a: _Args) -> Any:
+        value = a.take(arg)
+        a.done()
+        return shape(await getattr(store, method)(value))
 
-async def _get_by_key(store: TaskStore, a: _Args) -> Any:
-    key = a.take("key")
-    a.done()
-    return task_dict(await store.get_by_key(key))
-
-
-async def _get_status(store: TaskStore, a: _Args) -> Any:
-    task_id = a.take("id")
-    a.done()
-    return _ref_dict(await store.get_status(task_id))
-
-
-async def _get_status_by_key(store: TaskStore, a: _Args) -> Any:
-    key = a.take("key")
-    a.done()
-    return _ref_dict(await store.get_status_by_key(key))
+    return op
 
 
 async def _list(store: TaskStore, a: _Args) -> Any:
@@ -127,18 +114,6 @@ async def _list(store: TaskStore, a: _Args) -> Any:
     a.done()
     tasks = await store.list(**filters, limit=limit, offset=offset)
     return [task_dict(task) for task in tasks]
-
-
-async def _cancel(store: TaskStore, a: _Args) -> Any:
-    task_id = a.take("id")
-    a.done()
-    return task_dict(await store.cancel(task_id))
-
-
-async def _cancel_by_key(store: TaskStore, a: _Args) -> Any:
-    key = a.take("key")
-    a.done()
-    return task_dict(await store.cancel_by_key(key))
 
 
 async def _retry(store: TaskStore, a: _Args) -> Any:
@@ -261,13 +236,13 @@ async def _sleep(store: TaskStore, a: _Args) -> Any:
 
 OPS: Mapping[str, Op] = {
     "submit": _submit,
-    "get": _get,
-    "get_by_key": _get_by_key,
-    "get_status": _get_status,
-    "get_status_by_key": _get_status_by_key,
+    "get": _lookup("id", "get", task_dict),
+    "get_by_key": _lookup("key", "get_by_key", task_dict),
+    "get_status": _lookup("id", "get_status", _ref_dict),
+    "get_status_by_key": _lookup("key", "get_status_by_key", _ref_dict),
     "list": _list,
-    "cancel": _cancel,
-    "cancel_by_key": _cancel_by_key,
+    "cancel": _lookup("id", "cancel", task_dict),
+    "cancel_by_key": _lookup("key", "cancel_by_key", task_dict),
     "retry": _retry,
     "retry_by_key": _retry_by_key,
     "purge": _purge,
