@@ -73,6 +73,20 @@ def host_for(
     return WorkerHost(specs, make_store=make_store, target_text="unused", reference=reference)
 
 
+def start_gated(
+    modules: UserModules,
+    make_store: Callable[[], TaskStore],
+    hosts: list[WorkerHost],
+    reference: TaskStore | None = None,
+) -> tuple[str, WorkerHost]:
+    """Write the GATED user module, host its worker and register the host for shutdown."""
+    name = modules.write(GATED)
+    host = host_for([f"{name}:make"], make_store, reference)
+    host.start()
+    hosts.append(host)
+    return name, host
+
+
 @pytest.fixture
 def hosts() -> Iterator[list[WorkerHost]]:
     started: list[WorkerHost] = []
@@ -87,10 +101,7 @@ async def test_hosted_worker_drains_tasks_and_reports_its_snapshot(
     client: CairnQ,
     hosts: list[WorkerHost],
 ) -> None:
-    name = modules.write(GATED)
-    host = host_for([f"{name}:make"], make_store, client.store)
-    host.start()
-    hosts.append(host)
+    name, host = start_gated(modules, make_store, hosts, client.store)
     tasks = [await client.submit("noop", {"n": i}) for i in range(20)]
 
     async def all_done() -> bool:
@@ -114,10 +125,7 @@ async def test_pause_lets_calls_finish_and_claims_nothing_until_resume(
     client: CairnQ,
     hosts: list[WorkerHost],
 ) -> None:
-    name = modules.write(GATED)
-    host = host_for([f"{name}:make"], make_store)
-    host.start()
-    hosts.append(host)
+    name, host = start_gated(modules, make_store, hosts)
     hosted = host.workers[0]
     user = modules.module(name)
     held = await client.submit("hold")
@@ -146,10 +154,7 @@ async def test_drain_waits_for_in_flight_then_restart_claims_again(
     client: CairnQ,
     hosts: list[WorkerHost],
 ) -> None:
-    name = modules.write(GATED)
-    host = host_for([f"{name}:make"], make_store)
-    host.start()
-    hosts.append(host)
+    name, host = start_gated(modules, make_store, hosts)
     hosted = host.workers[0]
     user = modules.module(name)
     held = await client.submit("hold")
@@ -172,10 +177,7 @@ async def test_drain_waits_for_in_flight_then_restart_claims_again(
 async def test_set_concurrency_changes_the_limit(
     modules: UserModules, make_store: Callable[[], TaskStore], hosts: list[WorkerHost]
 ) -> None:
-    name = modules.write(GATED)
-    host = host_for([f"{name}:make"], make_store)
-    host.start()
-    hosts.append(host)
+    _, host = start_gated(modules, make_store, hosts)
     await host.workers[0].set_concurrency(9)
 
     async def nine() -> bool:
@@ -193,10 +195,7 @@ async def test_reload_reports_a_broken_module_then_loads_the_fixed_one(
     client: CairnQ,
     hosts: list[WorkerHost],
 ) -> None:
-    name = modules.write(GATED)
-    host = host_for([f"{name}:make"], make_store)
-    host.start()
-    hosts.append(host)
+    name, host = start_gated(modules, make_store, hosts)
     hosted = host.workers[0]
     first = await client.submit("noop", "a")
     assert (await client.wait(first.id, timeout_ms=10_000)).result["version"] == 1
