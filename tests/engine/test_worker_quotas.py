@@ -88,7 +88,9 @@ async def test_plan_own_cap_and_claim_batch_ceilings() -> None:
     assert [o.shortfall for o in result.outcomes] == ["own cap", "claim batch"]
 
 
-async def test_batch_name_never_starves_unbatched_one(store: TaskStore) -> None:
+def bulk_and_single_worker(store: TaskStore) -> tuple[Worker, Overlap]:
+    """A worker with a batched name ``bulk`` (batch=4) and an unbatched ``single``;
+    ``seen.order`` records the name of every call in the order they start."""
     worker = Worker(store, ["default"], concurrency=2, poll_interval_ms=20, lease_ms=5_000)
     seen = Overlap()
 
@@ -102,6 +104,11 @@ async def test_batch_name_never_starves_unbatched_one(store: TaskStore) -> None:
         seen.order.append("single")
         await asyncio.sleep(0.01)
 
+    return worker, seen
+
+
+async def test_batch_name_never_starves_unbatched_one(store: TaskStore) -> None:
+    worker, seen = bulk_and_single_worker(store)
     ids = await submit_many(store, "bulk", 80) + await submit_many(store, "single", 6)
     async with worker.background():
         await finished(store, ids)
@@ -112,19 +119,7 @@ async def test_batch_name_never_starves_unbatched_one(store: TaskStore) -> None:
 
 
 async def test_unbatched_backlog_never_starves_batch_name(store: TaskStore) -> None:
-    worker = Worker(store, ["default"], concurrency=2, poll_interval_ms=20, lease_ms=5_000)
-    seen = Overlap()
-
-    @worker.task(batch=4)
-    async def bulk(ctxs: list) -> None:
-        seen.order.append("bulk")
-        await asyncio.sleep(0.01)
-
-    @worker.task
-    async def single(ctx) -> None:
-        seen.order.append("single")
-        await asyncio.sleep(0.01)
-
+    worker, seen = bulk_and_single_worker(store)
     ids = await submit_many(store, "single", 60) + await submit_many(store, "bulk", 8)
     async with worker.background():
         await finished(store, ids)
