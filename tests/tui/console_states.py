@@ -309,6 +309,7 @@ def press(*keys: str) -> Any:
 async def settle(pilot: Any) -> None:
     """Wait until the app is connected and its last refresh (and any control) is drawn."""
     app = pilot.app
+    calm = 0
     for _ in range(500):
         await pilot.pause(0.01)
         busy = [
@@ -319,9 +320,16 @@ async def settle(pilot: Any) -> None:
         keys_pending = any(
             view.keys_pending for screen in app.screen_stack for view in screen.query(TasksView)
         )
-        if app.connected and app.ticks and not app.refreshing and not busy and not keys_pending:
+        quiet = app.connected and app.ticks and not app.refreshing and not busy
+        # Quiet for several polls in a row: under load a key lookup or a refresh
+        # can be scheduled just after a single quiet look.
+        calm = calm + 1 if quiet and not keys_pending else 0
+        if calm >= 5:
             break
     await pilot.pause(0.05)
+    # DataTable widens a column for a longer cell on idle: let that idle pass run.
+    await pilot.pause()
+    await pilot.pause()
 
 
 async def refreshed(pilot: Any) -> None:
