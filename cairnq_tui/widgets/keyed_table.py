@@ -15,6 +15,8 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
 
 Row = tuple[str, Sequence[RenderableType]]
+#: A column: (label, key) sized to its content, or (label, key, width) fixed.
+ColumnSpec = tuple[str, str] | tuple[str, str, int]
 
 
 class KeyedTable(DataTable[RenderableType]):
@@ -24,11 +26,12 @@ class KeyedTable(DataTable[RenderableType]):
     KeyedTable { height: 1fr; }
     """
 
-    def __init__(self, columns: Sequence[tuple[str, str]], **kwargs: object) -> None:
+    def __init__(self, columns: Sequence[ColumnSpec], **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
-        self._column_keys = [key for _, key in columns]
-        for label, key in columns:
-            self.add_column(label, key=key)
+        self._column_keys = [spec[1] for spec in columns]
+        for spec in columns:
+            width = spec[2] if len(spec) == 3 else None
+            self.add_column(spec[0], key=spec[1], width=width)
 
     @property
     def cursor_key(self) -> str | None:

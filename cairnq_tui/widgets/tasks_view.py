@@ -4,7 +4,8 @@ The page comes from ``Inspector.tasks_page`` (keyset paging in SQL); the table
 holds that page only. The cursor stays on its task across refreshes, selected
 tasks stay selected. The key column is filled by a second, separate read, only
 for ids not seen yet: ``cairnq_task_keys`` has no index on the task id, so that
-lookup reads the key table, and the page should not wait for it.
+lookup reads the key table, and the page should not wait for it. The column has
+a fixed width so that keys arriving late do not move the columns after it.
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ from cairnq_tui.formatting import (
     status_text,
 )
 from cairnq_tui.messages import TasksRefreshed
-from cairnq_tui.widgets.keyed_table import KeyedTable
+from cairnq_tui.widgets.keyed_table import ColumnSpec, KeyedTable
 from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine import STATUSES, CappedCount, TaskFilter, TaskPage, TaskSummary
 
 PAGE_SIZE = 50
-COLUMNS = [
+#: The Key column has a fixed width: keys arrive after the page (a second read),
+#: and a column that widened when they did would shift every column to its right.
+KEY_WIDTH = 16
+COLUMNS: list[ColumnSpec] = [
     ("", "sel"),
     ("ID", "id"),
     ("Name", "name"),
@@ -41,7 +45,7 @@ COLUMNS = [
     ("Status", "status"),
     ("Att", "attempt"),
     ("Pri", "priority"),
-    ("Key", "key"),
+    ("Key", "key", KEY_WIDTH),
     ("Created", "created"),
     ("Updated", "updated"),
     ("Due", "due"),
@@ -247,7 +251,7 @@ class TasksView(ForwardWorkerErrors, Vertical):
             + (Text(" ✋", style="magenta") if r.cancel_requested_at_ms is not None else Text("")),
             Text(f"{r.attempt}/{r.max_attempts}"),
             Text(str(r.priority)),
-            safe_text(key or "", limit=32),
+            safe_text(key or "", limit=KEY_WIDTH),
             Text(age(r.created_at_ms, now)),
             Text(age(r.updated_at_ms, now)),
             due_in(r.run_at_ms, now) if r.status == "queued" else Text("—", style="dim"),
