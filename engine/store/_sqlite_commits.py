@@ -16,6 +16,7 @@ poll.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 #: How often a ticker looks; bounds the cross-process wakeup latency.
@@ -33,15 +34,44 @@ class CommitWatch:
     def __init__(self, read_version: Callable[[], int | None]) -> None:
         self._read = read_version
         self._sleepers: set[asyncio.Future[None]] = set()
-        self._ticker: asyncio.Task[None] | None = None
+        self._ticker: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def next_commit(self) -> asyncio.Future[None]:
         """A future resolved at the next foreign commit seen; ``forget`` it after use."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._sleepers.add(future)
         if self._ticker is None:
+            self._loop = asyncio.get_running_loop()
             self._ticker = asyncio.ensure_future(self._tick(self._read()))
         return future
+
+    def close(self) -> None:
+        """Wake every sleeper and stop the ticker (the store is closing).
+
+        Safe from any thread: the watch's own loop does the work. A loop that
+        is already closed has nothing left to run, so nothing is left pending.
+        """
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._stop()
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(self._stop)
+
+    def _stop(self) -> None:
+        woken, self._sleepers = self._sleepers, set()
+        for future in woken:
+            if not future.done():
+                future.set_result(None)
+        if self._ticker is not None:
+            self._ticker.cancel()
 
     def forget(self, future: asyncio.Future[None]) -> None:
         """Stop waiting on ``future`` (the sleep ended for another reason)."""

@@ -325,6 +325,8 @@ class SQLiteStore(TaskStore):
         if self._closed:
             return
         self._closed = True
+        for watch in list(self._watches.values()):
+            watch.close()
         while self._inflight or (self._group is not None and not self._group.idle):
             if self._inflight:
                 await self._idle.wait()

@@ -117,3 +117,46 @@ async def test_own_writes_and_quiet_files_keep_the_timeout(store: SQLiteStore) -
     started = time.monotonic()
     assert await sleeper is False
     assert time.monotonic() - started > 0.1
+
+
+async def test_close_ends_sleeps_and_leaves_no_ticker_behind(sqlite_path: Path) -> None:
+    s = SQLiteStore(sqlite_path)
+    await s.connect()
+    before = asyncio.all_tasks()
+    sleeper = asyncio.ensure_future(s.claim_wake(["jobs"], POLL_MS))
+    await asyncio.sleep(0.05)
+    assert len(asyncio.all_tasks() - before) >= 2  # the sleep and its commit ticker
+    await s.close()
+    assert await asyncio.wait_for(sleeper, 1) is True
+    await asyncio.sleep(0)
+    assert not {t for t in asyncio.all_tasks() - before if not t.done()}
+
+
+def test_close_from_another_loop_stops_the_ticker(sqlite_path: Path) -> None:
+    # A hosted worker sleeps on its own loop (a thread); the console closes the
+    # store from the main loop. The worker's loop must be left with nothing pending.
+    import threading
+
+    s = SQLiteStore(sqlite_path)
+    asyncio.run(s.connect())
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    result: list[object] = []
+
+    async def sleep() -> None:
+        started.set()
+        result.append(await s.claim_wake(["jobs"], POLL_MS))
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(sleep(),))
+    began = time.monotonic()
+    thread.start()
+    assert started.wait(10)
+    time.sleep(0.05)
+    asyncio.run(s.close())
+    thread.join(10)
+    assert result == [True] and time.monotonic() - began < POLL_MS / 1000
+    # One turn of the loop runs the stop the close scheduled; no tick is awaited.
+    loop.run_until_complete(asyncio.sleep(0))
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    loop.close()
+    assert pending == []
