@@ -70,7 +70,7 @@ class JsonTree(Tree[Any]):
         self._value = value
         self.clear()
         if isinstance(value, dict | list):
-            self._add_children(self.root, value, 0)
+            self._add_json_children(self.root, value, 0)
             self.root.expand()
         else:
             self.root.add_leaf(_scalar(value))
@@ -87,7 +87,7 @@ class JsonTree(Tree[Any]):
     def on_tree_node_collapsed(self, event: Tree.NodeCollapsed[Any]) -> None:
         self.call_after_refresh(self._fit)
 
-    def _add_children(self, node: TreeNode[Any], container: Any, start: int) -> None:
+    def _add_json_children(self, node: TreeNode[Any], container: Any, start: int) -> None:
         items = (
             list(container.items()) if isinstance(container, dict) else list(enumerate(container))
         )
@@ -105,7 +105,7 @@ class JsonTree(Tree[Any]):
         key = Text(name, style="bold")
         if isinstance(value, dict | list):
             branch = node.add(Text.assemble(key, "  ", (_summary(value), "dim")), value)
-            self._add_children(branch, value, 0)
+            self._add_json_children(branch, value, 0)
             if len(value) <= 8:
                 branch.expand()
         elif isinstance(value, str) and len(value) > SHORT:
@@ -122,7 +122,7 @@ class JsonTree(Tree[Any]):
             parent = event.node.parent
             event.node.remove()
             if parent is not None:
-                self._add_children(parent, data.container, data.start)
+                self._add_json_children(parent, data.container, data.start)
         elif isinstance(data, _LongString):
             event.node.set_label(
                 Text.assemble(Text(data.label, style="bold"), ": ", _scalar(data.value))
