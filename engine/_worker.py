@@ -458,6 +458,11 @@ def _unserializable_envelope(exc: BaseException) -> dict[str, Any]:
     }
 
 
+#: ``ride(task_ids, freeing)``: complete the tasks inside a claim session (the
+#: settled ids), or None to decline; see ``Worker._claim_completing``.
+Ride = Callable[[list[str], list["_Call"]], Awaitable[set[str] | None]]
+
+
 class _Completions:
     """No-result completions, written together by ``complete_many``.
 
@@ -465,16 +470,25 @@ class _Completions:
     cost a statement; here one write is in flight at a time and everything
     that arrives meanwhile goes out in the next, so the batch size follows the
     load. Every caller still learns its own task's outcome.
+
+    A ``ride`` hook may take the write instead: the worker then completes the
+    tasks in the same transaction as the claim that fills the slots they free.
     """
 
-    def __init__(self, store: TaskStore, worker_id: str) -> None:
+    def __init__(self, store: TaskStore, worker_id: str, ride: Ride | None = None) -> None:
         self._store = store
         self._worker_id = worker_id
-        self._pending: list[tuple[list[str], asyncio.Future[set[str]]]] = []
+        self._ride = ride
+        self._pending: list[tuple[list[str], asyncio.Future[set[str]], _Call | None]] = []
         self._writer: asyncio.Task[None] | None = None
 
-    async def complete(self, task_ids: list[str]) -> set[str]:
+    async def complete(self, task_ids: list[str], freeing: _Call | None = None) -> set[str]:
         """Settle owned tasks with no result.
+
+        Args:
+            task_ids: the tasks.
+            freeing: the call whose slot this write frees (it is the call's
+                only settlement write), or None.
 
         Returns:
             A set holding each of ``task_ids`` that was settled; one missing
@@ -484,7 +498,7 @@ class _Completions:
             Exception: whatever the store raised for the write they were part of.
         """
         future: asyncio.Future[set[str]] = asyncio.get_running_loop().create_future()
-        self._pending.append((task_ids, future))
+        self._pending.append((task_ids, future, freeing))
         if self._writer is None:
             # Starts on the next loop pass: completions of this pass join it.
             self._writer = asyncio.ensure_future(self._write_all())
@@ -498,22 +512,29 @@ class _Completions:
         finally:
             self._writer = None
 
-    async def _write(self, pending: list[tuple[list[str], asyncio.Future[set[str]]]]) -> None:
+    async def _write(
+        self, pending: list[tuple[list[str], asyncio.Future[set[str]], _Call | None]]
+    ) -> None:
+        task_ids = [task_id for ids, _, _ in pending for task_id in ids]
         try:
-            settled = await self._store.complete_many(
-                task_ids=[task_id for ids, _ in pending for task_id in ids],
-                worker_id=self._worker_id,
-            )
+            settled = None
+            if self._ride is not None:
+                freeing = [call for _, _, call in pending if call is not None]
+                settled = await self._ride(task_ids, freeing)
+            if settled is None:
+                settled = await self._store.complete_many(
+                    task_ids=task_ids, worker_id=self._worker_id
+                )
         except Exception as exc:
-            for _, future in pending:
+            for _, future, _ in pending:
                 if not future.done():
                     future.set_exception(exc)
             return
         except BaseException:
-            for _, future in pending:
+            for _, future, _ in pending:
                 future.cancel()
             raise
-        for _, future in pending:
+        for _, future, _ in pending:
             if not future.done():  # a cancelled caller's write landed all the same
                 future.set_result(settled)
 
@@ -621,7 +642,10 @@ class Worker:
         self._on_error = on_error
         self._worker_id = new_worker_id()
         self._owns_store = False
-        self._completions = _Completions(store, self._worker_id)
+        # On a store that can complete inside a claim session (Postgres), the
+        # writes that free slots carry the claim that refills them.
+        ride = self._claim_completing if hasattr(store, "claim_session_completing") else None
+        self._completions = _Completions(store, self._worker_id, ride)
 
         self._registrations: dict[str, Registration] = {}
         self._sources: tuple[Source, ...] = ()
@@ -652,6 +676,8 @@ class Worker:
         self._wakeup: asyncio.Event | None = None
         # Set when run() has returned (drained); close() waits on it.
         self._finished: asyncio.Event | None = None
+        # True while a claim session is on its way (the loop's or a ride's).
+        self._claiming = False
 
     # -- construction with an owned store -------------------------------------------
 
@@ -988,10 +1014,35 @@ class Worker:
             every draw came up short the queues are drained for now, and the
             idle sleep (ended by a submit in this process) is the right wait.
         """
+        plan = self._plan(free, ())
+        # The rows' leases start no earlier than this: a safe local deadline.
+        lease_deadline = time.monotonic() + self._lease_ms / 1000
+        self._claiming = True
+        try:
+            result = await self._store.claim_session(
+                queues=self._queues,
+                worker_id=self._worker_id,
+                lease_ms=self._lease_ms,
+                names=list(self._registrations),
+                plan=plan,
+            )
+        finally:
+            self._claiming = False
+        return self._polled(result, lease_deadline)
+
+    def _plan(self, free: int, freeing: Sequence[_Call]) -> Callable[[Draw], Awaitable[PollResult]]:
+        """This poll's plan: ``free`` slots, in-flight state without the ``freeing`` calls."""
         sources = self._sources
         start = self._rotation % len(sources)
         self._rotation += 1
-        in_flight = InFlight({n: s.calls for n, s in self._stats.items()}, dict(self._by_resource))
+        by_name = {n: s.calls for n, s in self._stats.items()}
+        by_resource = dict(self._by_resource)
+        for call in freeing:
+            by_name[call.name] -= 1
+            resource = call.registration.resource
+            if resource is not None:
+                by_resource[resource] -= 1
+        in_flight = InFlight(by_name, by_resource)
         batches = self._batches
 
         async def plan(draw: Draw) -> PollResult:
@@ -999,15 +1050,10 @@ class Worker:
                 draw, sources, start, free, in_flight, self._capacities, self._claim_batch, batches
             )
 
-        # The rows' leases start no earlier than this: a safe local deadline.
-        lease_deadline = time.monotonic() + self._lease_ms / 1000
-        result = await self._store.claim_session(
-            queues=self._queues,
-            worker_id=self._worker_id,
-            lease_ms=self._lease_ms,
-            names=list(self._registrations),
-            plan=plan,
-        )
+        return plan
+
+    def _polled(self, result: PollResult | None, lease_deadline: float) -> bool:
+        """Record a claim session's outcome and start its calls; ``_claim``'s return."""
         self._polls += 1
         self._last_poll_ms = _now_ms()
         if result is None:
@@ -1030,6 +1076,63 @@ class Worker:
             or (o.offered_tasks > 0 and o.claimed == o.offered_tasks)
             for o in result.outcomes
         )
+
+    async def _claim_completing(self, task_ids: list[str], freeing: list[_Call]) -> set[str] | None:
+        """Complete ``task_ids`` in the claim session that refills the slots they free.
+
+        The ``_Completions`` ride hook (Postgres). ``freeing`` are the calls
+        whose only settlement write this is: their slots count as free for the
+        claim, since the completions and the claims commit together, and they
+        are released before the new calls start. Declines (None: the caller
+        writes the completions alone) when the loop could not claim now
+        anyway: not running, stopping, paused, no handlers, a claim already on
+        its way, or no slot free even after these calls.
+
+        Returns:
+            The ids settled, or None if declined.
+        """
+        store = self._store
+        freeing = [c for c in freeing if c.call_id in self._calls]
+        if (
+            not freeing
+            or not self._running
+            or self._stopping
+            or self._paused
+            or self._claiming
+            or not self._registrations
+        ):
+            return None
+        free = self._limit - len(self._calls) + len(freeing)
+        if self._max_bytes is not None:
+            remaining = len(self._calls) - len(freeing)
+            if remaining and self._bytes - sum(c.bytes for c in freeing) >= self._max_bytes:
+                return None
+        if free <= 0:
+            return None
+        plan = self._plan(free, freeing)
+        lease_deadline = time.monotonic() + self._lease_ms / 1000
+        self._claiming = True
+        try:
+            outcome = await store.claim_session_completing(  # type: ignore[attr-defined]
+                complete_ids=task_ids,
+                queues=self._queues,
+                worker_id=self._worker_id,
+                lease_ms=self._lease_ms,
+                names=list(self._registrations),
+                plan=plan,
+                single_draw=len(self._sources) == 1,
+            )
+        finally:
+            self._claiming = False
+        # The completions are durable: their calls end before the new ones start.
+        for call in freeing:
+            self._release(call)
+        if outcome.claim_error is not None:
+            self._report(outcome.claim_error, "claim")
+        else:
+            self._polled(outcome.value, lease_deadline)
+        settled: set[str] = outcome.settled
+        return settled
 
     def _dispatch(self, name: str, tasks: list[Task], lease_deadline: float) -> None:
         registration = self._registrations.get(name)
@@ -1155,6 +1258,10 @@ class Worker:
             finally:
                 self._settling -= 1
                 self._release(call)
+                if not self._settling:
+                    # The loop waits for settlements; a ride may have released
+                    # this call already, so say it again.
+                    self._poke()
 
     def _record_failure(self, call: _Call, exc: BaseException) -> None:
         self._failures.append(_report_of(exc, f"handler {call.name}", call.contexts[0].task_id))
@@ -1182,11 +1289,17 @@ class Worker:
         if not leftovers:
             return
         if call.registration.batch is None:
-            await self._write_complete(leftovers[0], outcome)
+            if outcome is None:
+                await self._complete_quietly(leftovers, call)
+            else:
+                await self._write_complete(leftovers[0], outcome)
             return
         results = outcome if isinstance(outcome, Mapping) else {}
         quiet = [c for c in leftovers if results.get(c.task_id) is None]
         valued = [c for c in leftovers if results.get(c.task_id) is not None]
+        if not valued:
+            await self._complete_quietly(quiet, call)
+            return
         writes = [self._write_complete(c, results[c.task_id]) for c in valued]
         if quiet:
             writes.append(self._complete_quietly(quiet))
@@ -1199,10 +1312,16 @@ class Worker:
         elif leftovers:
             await asyncio.gather(*(self._write_fail(c, envelope, retryable) for c in leftovers))
 
-    async def _complete_quietly(self, contexts: list[TaskContext]) -> None:
-        """``complete`` with no result for each context, in one shared statement."""
+    async def _complete_quietly(
+        self, contexts: list[TaskContext], freeing: _Call | None = None
+    ) -> None:
+        """``complete`` with no result for each context, in one shared statement.
+
+        ``freeing``: the call this write settles entirely (its slot may then
+        be refilled by a claim committed together with it).
+        """
         try:
-            settled = await self._completions.complete([c.task_id for c in contexts])
+            settled = await self._completions.complete([c.task_id for c in contexts], freeing)
         except Exception as exc:
             for ctx in contexts:
                 self._report(exc, "execute", ctx.task_id)

@@ -22,8 +22,9 @@ import math
 import re
 import select
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
@@ -53,6 +54,7 @@ from engine.store._base import (
     _require_int,
     _require_text,
     check_names,
+    check_queues,
 )
 from engine.store._pg_group import WriteGroup
 from engine.store._pg_listener import Listener
@@ -77,6 +79,10 @@ _LEDGER_ADD = (
     "insert into cairnq_migrations (name, applied_at_ms) "
     "values (%(name)s, (extract(epoch from now()) * 1000)::bigint)"
 )
+# Transaction control for pipelines that commit before their last result is read.
+_BEGIN = "begin isolation level read committed"
+_COMMIT = "commit"
+_ROLLBACK = "rollback"
 # Wire-form detection (§2.2): do jsonb values arrive decoded or as JSON text?
 _JSON_PROBE = "select '\"cairnq\"'::jsonb as probe"
 
@@ -102,6 +108,19 @@ def _sql(name: str, active: frozenset[str] | None = None) -> str:
     if active is not None:
         text = specialise(text, active)
     return to_pyformat(text)
+
+
+@dataclass(slots=True)
+class CompletingClaim(Generic[T]):
+    """What ``PostgresStore.claim_session_completing`` did."""
+
+    #: The ids completed; an id asked for but missing had lost its lease.
+    settled: set[str]
+    #: The plan's value; None if the probe found nothing or the claim failed.
+    value: T | None
+    #: Why the claim part failed (the completions were then written alone).
+    claim_error: Exception | None
+    recovered: list[Task] = field(default_factory=list)
 
 
 def redact_dsn(dsn: str) -> str:
@@ -648,6 +667,34 @@ class PostgresStore(TaskStore):
 
     # -- claims ----------------------------------------------------------------------
 
+    def _draw_statement(
+        self,
+        queues: builtins.list[str],
+        worker_id: str,
+        lease_ms: int,
+        draw_names: Any,
+        limit: int,
+    ) -> tuple[str, dict[str, Any]] | None:
+        """The claim variant (§4.13) and its parameters for one draw; None = no statement."""
+        wanted = check_names(draw_names)
+        _require_int(limit, "limit")
+        if limit <= 0 or wanted == []:
+            return None
+        params: dict[str, Any] = {"worker_id": worker_id, "limit": limit, "lease_ms": lease_ms}
+        one_queue = len(queues) == 1
+        one_name = wanted is not None and len(wanted) == 1
+        if one_queue:
+            params["queue"] = queues[0]
+        else:
+            params["queues"] = queues
+        if one_name:
+            assert wanted is not None
+            params["name"] = wanted[0]
+        else:
+            params["names"] = wanted
+        variant = "claim" + ("_one_queue" if one_queue else "") + ("_one_name" if one_name else "")
+        return _sql(variant), params
+
     async def _claim_session(
         self,
         queues: builtins.list[str],
@@ -657,32 +704,14 @@ class PostgresStore(TaskStore):
         plan: Plan[T],
     ) -> T | None:
         async def draw(conn: Conn, draw_names: Any, limit: int) -> builtins.list[Task]:
-            wanted = check_names(draw_names)
-            _require_int(limit, "limit")
-            if limit <= 0 or wanted == []:
+            stmt = self._draw_statement(queues, worker_id, lease_ms, draw_names, limit)
+            if stmt is None:
                 return []
-            params: dict[str, Any] = {"worker_id": worker_id, "limit": limit, "lease_ms": lease_ms}
-            one_queue = len(queues) == 1
-            one_name = wanted is not None and len(wanted) == 1
-            if one_queue:
-                params["queue"] = queues[0]
-            else:
-                params["queues"] = queues
-            if one_name:
-                assert wanted is not None
-                params["name"] = wanted[0]
-            else:
-                params["names"] = wanted
-            variant = (
-                "claim" + ("_one_queue" if one_queue else "") + ("_one_name" if one_name else "")
-            )
-            rows = await (await conn.execute(_sql(variant), params)).fetchall()
+            rows = await (await conn.execute(*stmt)).fetchall()
             return [self._task(r) for r in rows]
 
         async def session(conn: Conn) -> tuple[bool, T | None, builtins.list[Task]]:
-            cur = await conn.execute(_sql("claimable_probe"), {"queues": queues, "names": names})
-            probe = await cur.fetchone()
-            if probe is None or not probe["has_work"]:
+            if not await self._probe(conn, queues, names):
                 return False, None, []
             # Pipelined: BEGIN and recovery travel with the first draw; the
             # recovered rows are read once the transaction is over.
@@ -698,6 +727,132 @@ class PostgresStore(TaskStore):
         for task in recovered:
             self._after_write(task)
         return value if ran else None
+
+    @staticmethod
+    async def _probe(
+        conn: Conn, queues: builtins.list[str], names: builtins.list[str] | None
+    ) -> bool:
+        cur = await conn.execute(_sql("claimable_probe"), {"queues": queues, "names": names})
+        probe = await cur.fetchone()
+        return probe is not None and bool(probe["has_work"])
+
+    async def claim_session_completing(
+        self,
+        *,
+        complete_ids: Sequence[str],
+        queues: Sequence[str],
+        worker_id: str,
+        lease_ms: int = 30_000,
+        names: Sequence[str] | None,
+        plan: Plan[T],
+        single_draw: bool = False,
+    ) -> CompletingClaim[T]:
+        """``complete_many(complete_ids)`` and a claim session, sharing one COMMIT.
+
+        The worker's path when the calls it is settling are what frees the
+        slots the claim fills: the probe runs first, outside any transaction
+        (§4.14 step 1); if it finds work, one transaction completes the given
+        tasks (each ownership-checked, cancel wins, as ``complete_many``), then
+        recovers expired leases and runs ``plan`` exactly as ``claim_session``,
+        and commits. Completions and claims become durable together, so the
+        worker never holds more leases than its slots. If the probe finds
+        nothing, the completions are written alone.
+
+        With ``single_draw`` the plan promises at most one draw: its COMMIT then
+        travels with that draw's statement (one round trip for the whole
+        transaction). A second draw raises ``RuntimeError``.
+
+        Failure isolation: if the shared transaction fails for any reason but
+        connection loss (a claim statement error, a raising plan), it is rolled
+        back as a whole, the completions are written alone, and the claim's
+        error is returned in ``claim_error``, so completing never fails because
+        of the claim. Connection loss raises ``StoreUnavailable`` (whether the
+        COMMIT landed is unknown, exactly as for a lone write).
+
+        Returns:
+            ``settled`` (ids completed; a missing id lost its lease), ``value``
+            (the plan's value; None when the probe found nothing or the claim
+            failed) and ``claim_error``.
+
+        Raises:
+            ValueError: malformed ids, queues or names.
+            StoreUnavailable: the connection was lost.
+        """
+        ids = [_require_text(task_id, "task_id") for task_id in complete_ids]
+        queue_list = check_queues(queues)
+        name_list = check_names(names)
+        _require_text(worker_id, "worker_id")
+        _require_int(lease_ms, "lease_ms", minimum=1)
+        complete_params = {"ids": ids, "worker_id": worker_id}
+
+        async def complete_alone(conn: Conn) -> set[str]:
+            if not ids:
+                return set()
+            rows = await (await conn.execute(_sql("complete_many"), complete_params)).fetchall()
+            return {r["id"] for r in rows}
+
+        async def session(conn: Conn) -> CompletingClaim[T]:
+            if name_list == [] or not await self._probe(conn, queue_list, name_list):
+                return CompletingClaim(await complete_alone(conn), None, None)
+            committed = confirmed = False
+            completing = recovering = None
+            try:
+                async with conn.pipeline():
+                    await conn.execute(_BEGIN)
+                    if ids:
+                        completing = await conn.execute(_sql("complete_many"), complete_params)
+                    recovering = await conn.execute(
+                        _sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON}
+                    )
+
+                    async def draw(draw_names: Any, limit: int) -> builtins.list[Task]:
+                        nonlocal committed, confirmed
+                        if committed:
+                            raise RuntimeError("a single_draw plan drew more than once")
+                        stmt = self._draw_statement(
+                            queue_list, worker_id, lease_ms, draw_names, limit
+                        )
+                        if stmt is None:
+                            return []
+                        cur = await conn.execute(*stmt)
+                        if single_draw:
+                            await conn.execute(_COMMIT)
+                            committed = True
+                        rows = await cur.fetchall()  # syncs: the COMMIT's outcome too
+                        confirmed = committed
+                        return [self._task(r) for r in rows]
+
+                    value = await plan(draw)
+                    if not committed:
+                        await conn.execute(_COMMIT)
+                        committed = True
+                confirmed = True
+            except Exception as exc:
+                if _lost(conn, exc):
+                    raise
+                if not confirmed:
+                    # Nothing of the transaction was committed: close it and
+                    # write the completions on their own.
+                    await _abort(conn)
+                    return CompletingClaim(await complete_alone(conn), None, exc)
+                # Committed, then the plan raised: the completions are durable;
+                # the claimed rows go back through lease recovery.
+                claim_error: Exception | None = exc
+                value = None
+            else:
+                claim_error = None
+            settled = (
+                set() if completing is None else {r["id"] for r in await completing.fetchall()}
+            )
+            recovered = [] if recovering is None else await recovering.fetchall()
+            return CompletingClaim(settled, value, claim_error, [self._task(r) for r in recovered])
+
+        outcome = await self._run(session, write=True)
+        for task in outcome.recovered:
+            self._after_write(task)
+        for task_id in outcome.settled:
+            self.signals.done(task_id)  # complete only ever ends a task
+        return outcome
 
     # -- owned writes ------------------------------------------------------------------
 
@@ -892,6 +1047,16 @@ def _most_recent_first(pool: AsyncConnectionPool[Conn]) -> None:
     idle = getattr(pool, "_pool", None)
     if type(idle) is deque:
         pool._pool = _MostRecentFirst(idle)
+
+
+def _lost(conn: Conn, exc: BaseException) -> bool:
+    return isinstance(exc, psycopg.OperationalError) and (conn.broken or conn.closed)
+
+
+async def _abort(conn: Conn) -> None:
+    """Roll back whatever transaction a failed pipeline left open (if any)."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        await conn.execute(_ROLLBACK)
 
 
 def _terminated(conn: Conn) -> bool:
