@@ -21,7 +21,7 @@ import traceback
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import orjson
 
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from engine.store._base import Draw, TaskStore
 
 Handler = Callable[..., Any]
+#: A handler passed through ``Worker.task`` unchanged, its type kept for the caller.
+H = TypeVar("H", bound=Callable[..., Any])
 OnError = Callable[[BaseException, dict[str, Any]], Any]
 WorkerState = Literal["running", "paused", "draining", "stopped"]
 #: Why a name got fewer tasks than it was offered on the last poll.
@@ -741,6 +743,26 @@ class Worker:
         return self._store
 
     # -- registration -------------------------------------------------------------------
+
+    @overload
+    def task(
+        self,
+        name: H,
+        *,
+        batch: int | None = None,
+        concurrency: int | None = None,
+        resource: str | None = None,
+    ) -> H: ...
+
+    @overload
+    def task(
+        self,
+        name: str | TaskDef[Any, Any] | None = None,
+        *,
+        batch: int | None = None,
+        concurrency: int | None = None,
+        resource: str | None = None,
+    ) -> Callable[[H], H]: ...
 
     def task(
         self,
