@@ -8,9 +8,9 @@ what ctrl+p offers cannot drift apart. ``CONTROL_ACTIONS`` are the writes that
 
 from __future__ import annotations
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
-APP = [
+APP: list[BindingType] = [
     Binding("q", "quit", "Quit"),
     Binding("question_mark", "help", "Help", key_display="?"),
     Binding("1", "show_view('tasks')", "Tasks", show=False),
@@ -28,7 +28,7 @@ APP = [
     Binding("P", "purge", "Purge", key_display="P"),
 ]
 
-TASKS = [
+TASKS: list[BindingType] = [
     Binding("enter", "open_task", "Detail", show=False),
     Binding("space", "toggle_select", "Select"),
     Binding("c", "cancel", "Cancel"),
@@ -43,16 +43,16 @@ TASKS = [
     Binding("escape", "clear", "Clear", show=False),
 ]
 
-QUEUES = [
+QUEUES: list[BindingType] = [
     Binding("enter", "open_queue", "Tasks of queue"),
 ]
 
-LEASES = [
+LEASES: list[BindingType] = [
     Binding("enter", "open_task", "Detail"),
     Binding("c", "cancel", "Cancel"),
 ]
 
-KEYS = [
+KEYS: list[BindingType] = [
     Binding("enter", "open_task", "Detail", show=False),
     Binding("w", "follow", "Follow key"),
     Binding("c", "cancel_by_key", "Cancel by key"),
@@ -64,29 +64,29 @@ KEYS = [
     Binding("escape", "stop_follow", "Stop following", show=False),
 ]
 
-DETAIL = [
+DETAIL: list[BindingType] = [
     Binding("escape", "back", "Back"),
     Binding("c", "cancel", "Cancel"),
     Binding("r", "retry", "Retry"),
     Binding("e", "replace", "Replace"),
 ]
 
-CONFIRM = [
+CONFIRM: list[BindingType] = [
     Binding("escape", "dismiss_none", "Back"),
     Binding("y", "confirm", "Confirm"),
 ]
 
-DIALOG = [Binding("escape", "dismiss_none", "Back")]
+DIALOG: list[BindingType] = [Binding("escape", "dismiss_none", "Back")]
 
-SUBMIT = [
+SUBMIT: list[BindingType] = [
     Binding("escape", "dismiss_none", "Back"),
     Binding("ctrl+s", "submit", "Submit"),
 ]
 
-HELP = [Binding("escape,question_mark,q", "dismiss", "Close")]
+HELP: list[BindingType] = [Binding("escape,question_mark,q", "dismiss", "Close")]
 
 #: Controls of the selected hosted worker (``--worker``), on every hosted view.
-HOSTED = [
+HOSTED: list[BindingType] = [
     Binding("z", "hosted_toggle_pause", "Pause/resume worker"),
     Binding("D", "hosted_drain", "Drain", key_display="D"),
     Binding("S", "hosted_restart", "Start", key_display="S"),
@@ -96,20 +96,26 @@ HOSTED = [
     Binding("W", "hosted_next", "Next worker", key_display="W", show=False),
 ]
 
-ERRORS = [
+ERRORS: list[BindingType] = [
     Binding("enter,t", "show_traceback", "Traceback", key_display="enter"),
 ]
 
+
+def _bindings(table: list[BindingType]) -> list[Binding]:
+    """A table's bindings as ``Binding`` objects (every table here is made of them)."""
+    return [b for b in table if isinstance(b, Binding)]
+
+
 #: (section title, bindings) as the help screen lists them.
-SECTIONS = [
-    ("Everywhere", APP),
-    ("Tasks view", TASKS),
-    ("Queues view", QUEUES),
-    ("Leases view", LEASES),
-    ("Keys view", KEYS),
-    ("Hosted worker views (Waits, Quotas, Resources, Calls, Errors)", HOSTED),
-    ("Errors view", ERRORS),
-    ("Task detail", DETAIL),
+SECTIONS: list[tuple[str, list[Binding]]] = [
+    ("Everywhere", _bindings(APP)),
+    ("Tasks view", _bindings(TASKS)),
+    ("Queues view", _bindings(QUEUES)),
+    ("Leases view", _bindings(LEASES)),
+    ("Keys view", _bindings(KEYS)),
+    ("Hosted worker views (Waits, Quotas, Resources, Calls, Errors)", _bindings(HOSTED)),
+    ("Errors view", _bindings(ERRORS)),
+    ("Task detail", _bindings(DETAIL)),
 ]
 
 #: Actions that write to the database: disabled (and shown dimmed) in read-only mode.

@@ -92,7 +92,7 @@ class TaskDetailScreen(ForwardWorkerErrors, Screen[None]):
 
     @work(exclusive=True, group="refresh", exit_on_error=False)
     async def load(self, task_id: str | None, follow_key: str | None) -> None:
-        started = self.app.measure()  # type: ignore[attr-defined]
+        started = self.app.measure()
         app: Any = self.app
         if follow_key is not None:
             task = await app.client.get_by_key(follow_key)
@@ -100,7 +100,7 @@ class TaskDetailScreen(ForwardWorkerErrors, Screen[None]):
         detail = await app.inspector.task_detail(task_id) if task_id else None
         if getattr(app, "host", None):
             self.hosted = await app.host.statuses()
-        cost = (self.app.measure() - started) * 1000  # type: ignore[attr-defined]
+        cost = (self.app.measure() - started) * 1000
         self.post_message(DetailRefreshed(cost, detail))
 
     def on_detail_refreshed(self, message: DetailRefreshed) -> None:
@@ -215,14 +215,14 @@ class TaskDetailScreen(ForwardWorkerErrors, Screen[None]):
 
     def action_cancel(self) -> None:
         if self.detail is not None:
-            self.app.controls.cancel_tasks([self.detail.task])  # type: ignore[attr-defined]
+            self.app.controls.cancel_tasks([self.detail.task])
 
     def action_retry(self) -> None:
         if self.detail is not None:
-            self.app.controls.retry_tasks([self.detail.task])  # type: ignore[attr-defined]
+            self.app.controls.retry_tasks([self.detail.task])
 
     def action_replace(self) -> None:
         if self.detail is None or not self.detail.keys:
             self.app.notify("Replace works on a task that a key points at.", severity="warning")
             return
-        self.app.controls.replace(self.detail.task.id, self.detail.keys[0])  # type: ignore[attr-defined]
+        self.app.controls.replace(self.detail.task.id, self.detail.keys[0])

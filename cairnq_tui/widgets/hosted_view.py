@@ -118,7 +118,7 @@ class HostedView(ForwardWorkerErrors, Vertical):
         counts: dict[str, CappedCount] = {}
         for name in names:
             flt = TaskFilter(status="queued", name=name)
-            count = await self.app.inspector.count_tasks(flt, cap=BACKLOG_CAP)  # type: ignore[attr-defined]
+            count = await self.app.inspector.count_tasks(flt, cap=BACKLOG_CAP)
             if count is not None:
                 counts[name] = count
         return counts
@@ -130,7 +130,7 @@ class HostedView(ForwardWorkerErrors, Vertical):
         self.backlog = message.backlog
         self._draw_workers()
         self.draw()
-        self.app.refresh_drawn(message)  # type: ignore[attr-defined]
+        self.app.refresh_drawn(message)
 
     def _draw_workers(self) -> None:
         strip = self.query_one(".hosted-workers", Static)
@@ -145,7 +145,7 @@ class HostedView(ForwardWorkerErrors, Vertical):
         """Draw the view's body from ``statuses``/``waits``/``backlog``."""
 
     def now(self) -> int:
-        return int(self.app.clock())  # type: ignore[attr-defined]
+        return int(self.app.clock())
 
     # -- controls on the selected hosted worker ------------------------------------------
 
@@ -177,7 +177,7 @@ class HostedView(ForwardWorkerErrors, Vertical):
             self.app.notify(clean(str(exc)), title=f"{what} refused", severity="error")
         else:
             self.app.notify(f"{what}: {hosted.spec} done", timeout=2)
-        self.app.refresh_now(force=True)  # type: ignore[attr-defined]
+        self.app.refresh_now(force=True)
 
     def action_hosted_toggle_pause(self) -> None:
         hosted = self.selected()

@@ -69,7 +69,7 @@ class KeysView(ForwardWorkerErrors, Vertical):
         event.stop()
         self.prefix = event.value or None
         self.after = self.before = None
-        self.app.refresh_now(force=True)  # type: ignore[attr-defined]
+        self.app.refresh_now(force=True)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -83,11 +83,11 @@ class KeysView(ForwardWorkerErrors, Vertical):
     async def load(
         self, generation: int, prefix: str | None, after: str | None, before: str | None
     ) -> None:
-        started = self.app.measure()  # type: ignore[attr-defined]
-        page = await self.app.inspector.keys_page(  # type: ignore[attr-defined]
+        started = self.app.measure()
+        page = await self.app.inspector.keys_page(
             prefix, after=after, before=before, limit=PAGE_SIZE
         )
-        cost = (self.app.measure() - started) * 1000  # type: ignore[attr-defined]
+        cost = (self.app.measure() - started) * 1000
         self.post_message(KeysRefreshed(cost, generation, page))
 
     def on_keys_refreshed(self, message: KeysRefreshed) -> None:
@@ -97,14 +97,14 @@ class KeysView(ForwardWorkerErrors, Vertical):
             if not message.page.has_previous:
                 self.after = self.before = None
             self.draw()
-        self.app.refresh_drawn(message)  # type: ignore[attr-defined]
+        self.app.refresh_drawn(message)
 
     def draw(self) -> None:
         page = self.page
         if page is None:
             return
-        now = self.app.clock()  # type: ignore[attr-defined]
-        allowed = set(self.app.settings.queues)  # type: ignore[attr-defined]
+        now = self.app.clock()
+        allowed = set(self.app.settings.queues)
         rows = [
             (
                 k.key,
@@ -154,7 +154,7 @@ class KeysView(ForwardWorkerErrors, Vertical):
         waiter = asyncio.ensure_future(
             self.app.client.wait_by_key(
                 key, timeout_ms=FOLLOW_TIMEOUT_MS, poll_ms=200, max_poll_ms=1_000
-            )  # type: ignore[attr-defined]
+            )
         )
         try:
             while not waiter.done():
@@ -214,7 +214,7 @@ class KeysView(ForwardWorkerErrors, Vertical):
     # -- actions ---------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if self.app.read_only and action in keymap.CONTROL_ACTIONS:  # type: ignore[attr-defined]
+        if self.app.read_only and action in keymap.CONTROL_ACTIONS:
             return None
         return True
 
@@ -231,28 +231,28 @@ class KeysView(ForwardWorkerErrors, Vertical):
     def action_open_task(self) -> None:
         task_id = self._highlighted_task()
         if task_id is not None:
-            self.app.controls.open_task(task_id)  # type: ignore[attr-defined]
+            self.app.controls.open_task(task_id)
 
     def action_cancel_by_key(self) -> None:
-        self.app.controls.cancel_by_key(self.table.cursor_key)  # type: ignore[attr-defined]
+        self.app.controls.cancel_by_key(self.table.cursor_key)
 
     def action_retry_by_key(self) -> None:
-        self.app.controls.retry_by_key(self.table.cursor_key)  # type: ignore[attr-defined]
+        self.app.controls.retry_by_key(self.table.cursor_key)
 
     def action_replace(self) -> None:
         task_id, key = self._highlighted_task(), self.table.cursor_key
         if task_id is not None and key is not None:
-            self.app.controls.replace(task_id, key)  # type: ignore[attr-defined]
+            self.app.controls.replace(task_id, key)
 
     def action_page_older(self) -> None:
         if self.page is not None and self.page.has_next and self.page.rows:
             self.after, self.before = self.page.rows[-1].key, None
-            self.app.refresh_now(force=True)  # type: ignore[attr-defined]
+            self.app.refresh_now(force=True)
 
     def action_page_newer(self) -> None:
         if self.page is not None and self.page.has_previous and self.page.rows:
             self.after, self.before = None, self.page.rows[0].key
-            self.app.refresh_now(force=True)  # type: ignore[attr-defined]
+            self.app.refresh_now(force=True)
 
     def action_focus_search(self) -> None:
         self.query_one("#key-search", Input).focus()

@@ -58,21 +58,21 @@ class LeasesView(ForwardWorkerErrors, Vertical):
 
     @work(exclusive=True, group="refresh", exit_on_error=False)
     async def load(self) -> None:
-        started = self.app.measure()  # type: ignore[attr-defined]
-        leases = await self.app.inspector.running(limit=LIMIT)  # type: ignore[attr-defined]
-        cost = (self.app.measure() - started) * 1000  # type: ignore[attr-defined]
+        started = self.app.measure()
+        leases = await self.app.inspector.running(limit=LIMIT)
+        cost = (self.app.measure() - started) * 1000
         self.post_message(LeasesRefreshed(cost, leases, LIMIT))
 
     def on_leases_refreshed(self, message: LeasesRefreshed) -> None:
         message.stop()
-        allowed = set(self.app.settings.queues)  # type: ignore[attr-defined]
+        allowed = set(self.app.settings.queues)
         self.leases = [x for x in message.leases if not allowed or x.queue in allowed]
         self.truncated = len(message.leases) >= message.limit
         self.draw()
-        self.app.refresh_drawn(message)  # type: ignore[attr-defined]
+        self.app.refresh_drawn(message)
 
     def draw(self) -> None:
-        now = self.app.clock()  # type: ignore[attr-defined]
+        now = self.app.clock()
         by_worker: dict[str, list[LeaseInfo]] = defaultdict(list)
         for lease in self.leases:
             by_worker[lease.worker_id or "(no worker)"].append(lease)
@@ -123,7 +123,7 @@ class LeasesView(ForwardWorkerErrors, Vertical):
         return next((x for x in self.leases if x.id == key), None)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if self.app.read_only and action in keymap.CONTROL_ACTIONS:  # type: ignore[attr-defined]
+        if self.app.read_only and action in keymap.CONTROL_ACTIONS:
             return None
         return True
 
@@ -134,10 +134,10 @@ class LeasesView(ForwardWorkerErrors, Vertical):
     def action_open_task(self) -> None:
         lease = self.highlighted()
         if lease is not None:
-            self.app.controls.open_task(lease.id)  # type: ignore[attr-defined]
+            self.app.controls.open_task(lease.id)
 
     def action_cancel(self) -> None:
         lease = self.highlighted()
         if lease is None:
             return
-        self.app.controls.cancel_tasks([lease])  # type: ignore[attr-defined]
+        self.app.controls.cancel_tasks([lease])

@@ -60,25 +60,25 @@ class QueuesView(ForwardWorkerErrors, Vertical):
 
     def refresh_data(self) -> None:
         app = self.app
-        slow = not self.counts or app.ticks % app.settings.slow_every == 1  # type: ignore[attr-defined]
+        slow = not self.counts or app.ticks % app.settings.slow_every == 1
         self.load(slow)
 
     @work(exclusive=True, group="refresh", exit_on_error=False)
     async def load(self, with_counts: bool) -> None:
-        started = self.app.measure()  # type: ignore[attr-defined]
+        started = self.app.measure()
         app = self.app
-        inspector = app.inspector  # type: ignore[attr-defined]
+        inspector = app.inspector
         queues = await inspector.queues()
         counts = await inspector.queue_counts(cap=QUEUE_COUNT_CAP) if with_counts else None
         latency = await inspector.queue_latency()
         throughput = await inspector.throughput(minutes=MINUTES)
         headroom = {}
-        limits = app.settings.max_depth  # type: ignore[attr-defined]
+        limits = app.settings.max_depth
         for queue in queues:
             limit = limits.get(queue, limits.get("*"))
             if limit is not None:
-                headroom[queue] = await app.client.queue_depth(queue, limit)  # type: ignore[attr-defined]
-        cost = (self.app.measure() - started) * 1000  # type: ignore[attr-defined]
+                headroom[queue] = await app.client.queue_depth(queue, limit)
+        cost = (self.app.measure() - started) * 1000
         self.post_message(QueuesRefreshed(cost, queues, counts, latency, throughput, headroom))
 
     def on_queues_refreshed(self, message: QueuesRefreshed) -> None:
@@ -86,20 +86,20 @@ class QueuesView(ForwardWorkerErrors, Vertical):
         if message.counts is not None:
             self.counts = message.counts
         self.last = message
-        self.app.known_queues = message.queues  # type: ignore[attr-defined]
+        self.app.known_queues = message.queues
         self.draw()
-        self.app.refresh_drawn(message)  # type: ignore[attr-defined]
+        self.app.refresh_drawn(message)
 
     def draw(self) -> None:
         message = self.last
         if message is None:
             return
-        now = self.app.clock()  # type: ignore[attr-defined]
+        now = self.app.clock()
         current_minute = now // 60_000
         per_minute: dict[tuple[str, str], dict[int, int]] = defaultdict(dict)
         for bucket in message.throughput:
             per_minute[(bucket.queue, bucket.status)][bucket.minute] = bucket.count
-        allowed = set(self.app.settings.queues)  # type: ignore[attr-defined]
+        allowed = set(self.app.settings.queues)
         rows = []
         for queue in message.queues:
             if allowed and queue not in allowed:

@@ -93,7 +93,7 @@ class TasksView(ForwardWorkerErrors, Vertical):
 
     def set_choices(self, queues: list[str], names: list[str]) -> None:
         """Offer the queues and names the database holds (and --queue allows)."""
-        allowed = list(self.app.settings.queues) or queues  # type: ignore[attr-defined]
+        allowed = list(self.app.settings.queues) or queues
         select = self.query_one("#queue-filter", Select)
         current = select.value
         if allowed == self.queue_options:
@@ -120,7 +120,7 @@ class TasksView(ForwardWorkerErrors, Vertical):
             search_kind=kind if isinstance(kind, str) else "id",  # type: ignore[arg-type]
         )
         self.cursor_before = self.cursor_after = None
-        self.app.refresh_now(force=True)  # type: ignore[attr-defined]
+        self.app.refresh_now(force=True)
 
     def on_select_changed(self, event: Select.Changed) -> None:
         event.stop()
@@ -142,21 +142,21 @@ class TasksView(ForwardWorkerErrors, Vertical):
 
     def _queues_to_merge(self, flt: TaskFilter) -> list[str]:
         # --queue with several queues and no queue chosen: one page per queue, merged.
-        allowed = list(self.app.settings.queues)  # type: ignore[attr-defined]
+        allowed = list(self.app.settings.queues)
         return allowed if flt.queue is None and allowed else []
 
     @work(exclusive=True, group="refresh", exit_on_error=False)
     async def load(
         self, generation: int, flt: TaskFilter, before: str | None, after: str | None
     ) -> None:
-        started = self.app.measure()  # type: ignore[attr-defined]
-        inspector = self.app.inspector  # type: ignore[attr-defined]
+        started = self.app.measure()
+        inspector = self.app.inspector
         queues = self._queues_to_merge(flt)
         if queues:
             page = await self._merged_page(inspector, flt, queues, before, after)
         else:
             page = await inspector.tasks_page(flt, before=before, after=after, limit=PAGE_SIZE)
-        cost = (self.app.measure() - started) * 1000  # type: ignore[attr-defined]
+        cost = (self.app.measure() - started) * 1000
         self.post_message(TasksRefreshed(cost, generation, page))
 
     @dataclass
@@ -167,7 +167,7 @@ class TasksView(ForwardWorkerErrors, Vertical):
 
     @work(exclusive=True, group="task-keys", exit_on_error=False)
     async def load_keys(self, task_ids: list[str]) -> None:
-        found = await self.app.inspector.keys_for_tasks(task_ids)  # type: ignore[attr-defined]
+        found = await self.app.inspector.keys_for_tasks(task_ids)
         keys = {task_id: (found.get(task_id) or [None])[0] for task_id in task_ids}
         self.post_message(self.KeysFound(keys))
 
@@ -226,13 +226,13 @@ class TasksView(ForwardWorkerErrors, Vertical):
                 # After the paint: on SQLite the key-table read runs on this thread.
                 self.keys_pending = True
                 self.call_after_refresh(self.load_keys, missing)
-        self.app.refresh_drawn(message)  # type: ignore[attr-defined]
+        self.app.refresh_drawn(message)
 
     def draw(self) -> None:
         page = self.page
         if page is None:
             return
-        now = self.app.clock()  # type: ignore[attr-defined]
+        now = self.app.clock()
         rows = [(r.id, self._cells(r, now)) for r in page.rows]
         if page.order == "key":
             self.table.sync(rows, sort_column="key")
@@ -285,7 +285,7 @@ class TasksView(ForwardWorkerErrors, Vertical):
     # -- actions ------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if self.app.read_only and action in keymap.CONTROL_ACTIONS:  # type: ignore[attr-defined]
+        if self.app.read_only and action in keymap.CONTROL_ACTIONS:
             return None
         return True
 
@@ -311,7 +311,7 @@ class TasksView(ForwardWorkerErrors, Vertical):
     def action_open_task(self) -> None:
         row = self.highlighted()
         if row is not None:
-            self.app.controls.open_task(row.id)  # type: ignore[attr-defined]
+            self.app.controls.open_task(row.id)
 
     def action_toggle_select(self) -> None:
         row = self.highlighted()
@@ -321,16 +321,16 @@ class TasksView(ForwardWorkerErrors, Vertical):
         self.draw()
 
     def action_cancel(self) -> None:
-        self.app.controls.cancel_tasks(self.targets())  # type: ignore[attr-defined]
+        self.app.controls.cancel_tasks(self.targets())
 
     def action_cancel_matching(self) -> None:
-        self.app.controls.cancel_matching(self.filter)  # type: ignore[attr-defined]
+        self.app.controls.cancel_matching(self.filter)
 
     def action_retry(self) -> None:
-        self.app.controls.retry_tasks(self.targets())  # type: ignore[attr-defined]
+        self.app.controls.retry_tasks(self.targets())
 
     def action_retry_matching(self) -> None:
-        self.app.controls.retry_matching(self.filter)  # type: ignore[attr-defined]
+        self.app.controls.retry_matching(self.filter)
 
     def action_replace(self) -> None:
         row = self.highlighted()
@@ -340,17 +340,17 @@ class TasksView(ForwardWorkerErrors, Vertical):
         if key is None:
             self.app.notify("Replace works on a task that a key points at.", severity="warning")
             return
-        self.app.controls.replace(row.id, key)  # type: ignore[attr-defined]
+        self.app.controls.replace(row.id, key)
 
     def action_page_older(self) -> None:
         if self.page is not None and self.page.has_next:
             self.cursor_before, self.cursor_after = self.page.last_cursor, None
-            self.app.refresh_now(force=True)  # type: ignore[attr-defined]
+            self.app.refresh_now(force=True)
 
     def action_page_newer(self) -> None:
         if self.page is not None and self.page.has_previous:
             self.cursor_before, self.cursor_after = None, self.page.first_cursor
-            self.app.refresh_now(force=True)  # type: ignore[attr-defined]
+            self.app.refresh_now(force=True)
 
     def action_focus_search(self) -> None:
         self.query_one("#search", Input).focus()
