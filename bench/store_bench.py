@@ -113,7 +113,7 @@ async def concurrent_submit(store: Any, n: int) -> float:
 
 
 async def _queued_ids(store: Any, n: int, name: str) -> list[str]:
-    ids = []
+    ids: list[str] = []
     for start in range(0, n, GATHER):
         count = min(GATHER, n - start)
         tasks = await asyncio.gather(*(store.submit(name=name) for _ in range(count)))
@@ -204,6 +204,58 @@ async def run_dialect(dialect: str, n: int) -> list[tuple[str, float, float]]:
     return results
 
 
+async def postgres_floor(n: int) -> list[tuple[str, float]]:
+    """What one bare psycopg statement per op costs here: the floor under a row.
+
+    A sequential submit or cancel that tells its caller the write is durable
+    needs at least one statement and one COMMIT (a WAL flush) per op; a get
+    needs one round trip. Measured on one connection, prepared, in a throwaway
+    schema, so the store rows can be read against the machine's own limit.
+    """
+    import os
+    import uuid
+
+    import psycopg
+
+    dsn = os.environ.get("CAIRNQ_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+    schema = f"bench_floor_{uuid.uuid4().hex[:8]}"
+    out = []
+    async with await psycopg.AsyncConnection.connect(
+        dsn, autocommit=True, prepare_threshold=0
+    ) as conn:
+        await conn.execute(f'create schema "{schema}"')
+        try:
+            table = f'"{schema}".floor'
+            await conn.execute(f"create table {table} (id text primary key, payload jsonb)")
+
+            async def insert() -> None:
+                for i in range(n):
+                    await conn.execute(
+                        f"insert into {table} values (%s, %s::jsonb)", (f"t{i}", '{"i": 1}')
+                    )
+
+            async def update() -> None:
+                for i in range(n):
+                    await conn.execute(
+                        f"update {table} set payload = %s::jsonb where id = %s",
+                        ('{"c": 1}', f"t{i}"),
+                    )
+
+            async def select() -> None:
+                for i in range(n):
+                    cur = await conn.execute(
+                        f"select * from {table} where id = %s", (f"t{i % 500}",)
+                    )
+                    await cur.fetchone()
+
+            out.append(("autocommit insert, one per op", await _timed(n, insert)))
+            out.append(("autocommit update by id, one per op", await _timed(n, update)))
+            out.append(("select by id, one per op", await _timed(n, select)))
+        finally:
+            await conn.execute(f'drop schema "{schema}" cascade')
+    return out
+
+
 def print_table(dialect: str, n: int, results: list[tuple[str, float, float]]) -> None:
     width = max(len(label) for label, _, _ in results)
     print(f"\n{dialect} (n={n}; ops/s, higher is better)")
@@ -220,6 +272,10 @@ def main() -> None:
     dialects = ["sqlite", "postgres"] if args.dialect == "both" else [args.dialect]
     for dialect in dialects:
         print_table(dialect, args.n, asyncio.run(run_dialect(dialect, args.n)))
+        if dialect == "postgres":
+            print("floor: bare psycopg on one connection, same server, same run (ops/s)")
+            for label, rate in asyncio.run(postgres_floor(args.n)):
+                print(f"  {label:<40}  {rate:>10,.0f}")
 
 
 if __name__ == "__main__":
