@@ -4,15 +4,53 @@ Rows keep their identity (a task id, a key, a queue): cells that changed are
 updated in place, new keys are added, vanished keys removed, and the cursor
 stays on the row it was on. Only when most rows are new (another page) or the
 order changed in a way a sort cannot restore is the table rebuilt.
+
+Rendering a cell through Rich is what a table frame costs (a 50-row page of 14
+columns is hundreds of cells), and DataTable throws its own cell cache away on
+every edit, resize, focus or blur. ``_render_cell`` therefore keeps a second
+cache keyed by what a cell looks like (its text, spans, width and styles), not
+by where it is: showing a tab again, moving focus, or a refresh that changed
+only some cells renders only the cells that changed, and the many cells that
+read the same ("queued", "default", "—") are rendered once. A cell rendered
+for another row or column gets that position's mouse metadata, which is the
+only part of the output that depends on position.
+
+Focus moves to a view's table whenever the view is shown. DataTable keys its
+row and line caches by the focus state already, yet it empties them on every
+style update, focus included; a focus change therefore keeps them, so the
+first frame of a view shown again is drawn from them (a theme or CSS change
+still empties them).
+
+Emptying DataTable's LRU caches leaves their entries in rings ([prev, next, key,
+value] lists pointing at each other): garbage only the cyclic collector frees,
+and a full collection over the console's heap is a pause of 100 ms or more. The
+rings are unlinked first, so reference counting frees the entries at once. For
+the same reason the caches are sized for a screenful of a page (DataTable's are
+sized for tables of thousands of rows): every entry holds a Strip of segments,
+and what the caches hold is what each full collection has to scan.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from typing import Any
 
 from rich.console import RenderableType
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.cache import LRUCache
+from textual.widget import Widget
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
+
+#: Rendered lines of one cell, as DataTable keeps them.
+Lines = list[list[Segment]]
+#: Cells (look and position) remembered per table before the cache starts over.
+CELL_CACHE_SIZE = 2_000
+#: Entries of DataTable's row and line caches: a screenful of rows in a few
+#: cursor positions and both focus states.
+LINE_CACHE_SIZE = 300
 
 Row = tuple[str, Sequence[RenderableType]]
 #: A column: (label, key) sized to its content, or (label, key, width) fixed.
@@ -29,6 +67,15 @@ class KeyedTable(DataTable[RenderableType]):
     def __init__(self, columns: Sequence[ColumnSpec], **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
         self._column_keys = [spec[1] for spec in columns]
+        #: {look of a cell: its lines as first rendered (at some position)}.
+        self._looks: dict[Hashable, Lines] = {}
+        #: {(look, row index, column index): its lines at that position}.
+        self._placed: dict[tuple[Hashable, int, int], Lines] = {}
+        self._focus_changing = False
+        self._row_render_cache = LRUCache(LINE_CACHE_SIZE)
+        self._line_cache = LRUCache(LINE_CACHE_SIZE)
+        self._row_renderable_cache = LRUCache(LINE_CACHE_SIZE)
+        self._cell_render_cache = LRUCache(LINE_CACHE_SIZE)  # body cells: see _render_cell
         for spec in columns:
             width = spec[2] if len(spec) == 3 else None
             self.add_column(spec[0], key=spec[1], width=width)
@@ -101,3 +148,138 @@ class KeyedTable(DataTable[RenderableType]):
         index = min(max(index, 0), self.row_count - 1)
         if index != self.cursor_row:
             self.move_cursor(row=index, animate=False, scroll=True)
+
+    # -- rendering ---------------------------------------------------------------------
+
+    def watch_has_focus(self, has_focus: bool) -> None:
+        self._focus_changing = True
+        try:
+            super().watch_has_focus(has_focus)
+        finally:
+            self._focus_changing = False
+
+    def notify_style_update(self) -> None:
+        if not self._focus_changing:
+            self._unlink_caches()  # DataTable empties them all (as a theme change must)
+            super().notify_style_update()
+            return
+        # Only the :focus rules changed which of them apply. DataTable's row, line
+        # and cell caches are keyed by the pseudo-class state, so what they hold for
+        # either state is still right: keep them. What is not keyed by it goes.
+        Widget.notify_style_update(self)
+        self._styles_cache.clear()
+        self._get_styles_to_render_cell.cache_clear()
+        self.refresh()
+
+    def _clear_caches(self) -> None:
+        self._unlink_caches()
+        super()._clear_caches()
+
+    def _unlink_caches(self) -> None:
+        for cache in (
+            self._row_render_cache,
+            self._cell_render_cache,
+            self._row_renderable_cache,
+            self._line_cache,
+            self._offset_cache,
+            self._ordered_row_cache,
+        ):
+            _unlink(cache)
+
+    def _render_cell(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool = False,
+        hover: bool = False,
+    ) -> Lines:
+        look = self._look(row_index, column_index, base_style, width, cursor, hover)
+        if look is None:
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        placed = self._placed.get((look, row_index, column_index))
+        if placed is not None:
+            return placed
+        if len(self._placed) >= CELL_CACHE_SIZE:
+            self._placed.clear()
+            self._looks.clear()
+        source = self._looks.get(look)
+        if source is None:
+            lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+            self._looks[look] = lines
+        else:
+            # The same look elsewhere: only the position in the mouse metadata differs.
+            meta = Style.from_meta({"row": row_index, "column": column_index})
+            lines = [
+                [
+                    Segment(seg.text, seg.style + meta, seg.control)
+                    if seg.style is not None and seg.control is None
+                    else seg
+                    for seg in line
+                ]
+                for line in source
+            ]
+        self._placed[look, row_index, column_index] = lines
+        return lines
+
+    def _look(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool,
+        hover: bool,
+    ) -> Hashable | None:
+        """What a body cell's rendering depends on apart from its position (None: no cache)."""
+        if row_index < 0 or column_index < 0:
+            return None  # the header and row labels: few, and DataTable caches them
+        try:
+            row_key = self._row_locations.get_key(row_index)
+            column_key = self._column_locations.get_key(column_index)
+            if row_key is None or column_key is None:
+                return None
+            cell = self._data[row_key][column_key]
+            height = self.rows[row_key].height
+        except KeyError:
+            return None
+        if not isinstance(cell, Text) or height != 1:
+            return None
+        fixed = row_index < self.fixed_rows or column_index < self.fixed_columns
+        styles = self._get_styles_to_render_cell(
+            False,
+            False,
+            fixed,
+            hover,
+            cursor,
+            self.show_cursor,
+            self._show_hover_cursor,
+            self.cursor_foreground_priority == "css",
+            self.cursor_background_priority == "css",
+        )
+        return (
+            cell.plain,
+            cell.style,
+            tuple(cell.spans),
+            cell.justify,
+            cell.overflow,
+            cell.no_wrap,
+            cell.end,
+            cell.tab_size,
+            base_style,
+            styles,
+            width,
+            self.cell_padding,
+            fixed,
+        )
+
+
+def _unlink(cache: LRUCache[Any, Any]) -> None:
+    """Empty a textual ``LRUCache``, unlinking its ring so the entries die by reference count."""
+    entries = getattr(cache, "_cache", None)
+    if isinstance(entries, dict):
+        for entry in entries.values():
+            if isinstance(entry, list):
+                entry.clear()
+    cache.clear()
