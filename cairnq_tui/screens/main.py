@@ -50,7 +50,16 @@ class MainScreen(Screen[None]):
         yield StatusBar()
         yield Footer()
 
+    def __init__(self) -> None:
+        super().__init__()
+        #: The tabs and the views by name, found once: a query walks the whole DOM,
+        #: and a view switch would otherwise run several.
+        self._tabs: TabbedContent | None = None
+        self._views: dict[str, Any] = {}
+
     def on_mount(self) -> None:
+        self._tabs = self.query_one("#views", TabbedContent)
+        self._views = {name: self.query_one(f"#{name}-view") for name in VIEWS}
         app: Any = self.app
         bar = self.query_one(StatusBar)
         bar.target = app.settings.target.display + (
@@ -62,20 +71,24 @@ class MainScreen(Screen[None]):
 
     def active_view(self) -> Any:
         """The visible view, or None while the screen is still being composed."""
-        found = self.query("#views")
-        if not found:
+        if self._tabs is None:
             return None
-        tabs = found.first(TabbedContent)
-        views = self.query(f"#{tabs.active}-view")
-        return views.first() if views else None
+        return self._views.get(self._tabs.active)
 
-    def show_view(self, name: str) -> None:
+    def show_view(self, name: str) -> bool:
+        """Show a view and focus its table; True when another view was shown before.
+
+        Switching tabs refreshes the new view (``TabActivated``); showing the
+        view already shown does not.
+        """
         tabs = self.query_one("#views", TabbedContent)
+        switched = tabs.active != name
         tabs.active = name
         view = self.active_view()
         table = view.query("KeyedTable")
         if table:
             table.first().focus()
+        return switched
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self.app.refresh_now(force=True)  # type: ignore[attr-defined]
