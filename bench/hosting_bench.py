@@ -17,6 +17,12 @@ first frame the console composes (``App._display``) that shows the new view,
 then prints p50/p95/max and the drain rate achieved. Target:
 p95 under 100 ms with the worker draining 1,000 tasks/s.
 
+A press that gets no frame within ``FRAME_TIMEOUT_S`` (a console that died
+draws none) fails the run instead of waiting forever. ``--mode all`` used to
+hang at exit: the same-loop worker's store was never closed, and its
+connection thread kept the process alive; the bench now closes it. One mode
+per invocation still gives the cleanest figures (no state carried over).
+
 Usage: ``python bench/hosting_bench.py [--rate 1000] [--presses 60] [--mode thread]``
 """
 
@@ -55,6 +61,9 @@ def make(store):
     return w
 """
 
+
+#: A press without a frame for this long means the console is stuck or dead.
+FRAME_TIMEOUT_S = 10.0
 
 PRODUCER = """
 import asyncio, sys, time
@@ -139,6 +148,13 @@ async def measure(app: ConsoleApp, presses: int) -> list[float]:
             started = time.perf_counter()
             press = asyncio.ensure_future(pilot.press(key))
             while pending["frame"] is None:
+                # A console that died (an exception in a handler) draws no more
+                # frames: fail instead of waiting for one forever.
+                if app._exception is not None or time.perf_counter() - started > FRAME_TIMEOUT_S:
+                    raise RuntimeError(
+                        f"no frame showing {views[key]!r} within {FRAME_TIMEOUT_S:g}s "
+                        f"(console error: {app._exception!r})"
+                    )
                 await asyncio.sleep(0.0005)
             samples.append((pending["frame"] - started) * 1000)
             await press
@@ -176,10 +192,16 @@ async def run_mode(mode: str, rate: float, presses: int) -> dict[str, float]:
         if mode == "same-loop":
             spec = worker_module(folder)
             module = __import__(spec.split(":")[0])
-            same_loop = module.make(SQLiteStore(path))
-            async with same_loop.background():
-                samples = await measure(app, presses)
-                claimed = same_loop.snapshot().tasks_claimed
+            worker_store = SQLiteStore(path)
+            same_loop = module.make(worker_store)
+            try:
+                async with same_loop.background():
+                    samples = await measure(app, presses)
+                    claimed = same_loop.snapshot().tasks_claimed
+            finally:
+                # The worker closes only a store it opened itself: left open, the
+                # store's connection thread kept the process from exiting.
+                await worker_store.close()
         else:
             samples = await measure(app, presses)
             claimed = 0
