@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pg_support import dsn_for_database
@@ -47,6 +48,17 @@ def pg_schema(pg_dsn: str) -> Iterator[str]:
     name = f"t_{uuid.uuid4().hex[:12]}"
     yield name
     _admin_execute(pg_dsn, f'drop schema if exists "{name}" cascade')
+
+
+@pytest.fixture
+async def pg_store(pg_dsn: str, pg_schema: str) -> AsyncIterator[Any]:
+    """A connected ``PostgresStore`` on a fresh schema (a small pool), closed after."""
+    from engine import PostgresStore
+
+    s = PostgresStore(pg_dsn, schema=pg_schema, max_size=4)
+    await s.connect()
+    yield s
+    await s.close()
 
 
 @pytest.fixture

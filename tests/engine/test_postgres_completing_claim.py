@@ -8,7 +8,6 @@ Each test runs in its own throwaway schema on the real server.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
@@ -21,11 +20,8 @@ OTHER = "worker_B"
 
 
 @pytest.fixture
-async def store(pg_dsn: str, pg_schema: str) -> AsyncIterator[PostgresStore]:
-    s = PostgresStore(pg_dsn, schema=pg_schema, max_size=4)
-    await s.connect()
-    yield s
-    await s.close()
+def store(pg_store: PostgresStore) -> PostgresStore:
+    return pg_store
 
 
 def statuses(dsn: str, schema: str) -> dict[str, tuple[str, str | None]]:

@@ -7,7 +7,7 @@ Each test runs in its own throwaway schema on the real server.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -21,11 +21,8 @@ ERROR = {"type": "E", "code": "boom", "message": "m", "retryable": True, "detail
 
 
 @pytest.fixture
-async def store(pg_dsn: str, pg_schema: str) -> AsyncIterator[PostgresStore]:
-    s = PostgresStore(pg_dsn, schema=pg_schema, max_size=4)
-    await s.connect()
-    yield s
-    await s.close()
+def store(pg_store: PostgresStore) -> PostgresStore:
+    return pg_store
 
 
 Step = Callable[[], Awaitable[Task]]

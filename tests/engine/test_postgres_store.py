@@ -8,7 +8,6 @@ database clock and accepts no absolute times.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
@@ -27,11 +26,8 @@ W = "worker_A"
 
 
 @pytest.fixture
-async def store(pg_dsn: str, pg_schema: str) -> AsyncIterator[PostgresStore]:
-    s = PostgresStore(pg_dsn, schema=pg_schema, max_size=4)
-    await s.connect()
-    yield s
-    await s.close()
+def store(pg_store: PostgresStore) -> PostgresStore:
+    return pg_store
 
 
 async def claim_one(store: PostgresStore, queue: str = "default", **kw: Any) -> Task:
