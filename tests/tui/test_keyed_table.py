@@ -67,13 +67,19 @@ def same(table: KeyedTable) -> None:
     ]
 
 
+async def thirty_rows(app: TableApp, pilot: Any) -> KeyedTable:
+    """The app's table, focused, showing rows 30..1 newest first, drawn."""
+    table = app.query_one(KeyedTable)
+    table.focus()
+    table.sync(rows(range(30, 0, -1)), sort_column="id", reverse=True)
+    await pilot.pause()
+    return table
+
+
 async def test_cached_cells_render_exactly_as_datatable() -> None:
     app = TableApp()
     async with app.run_test(size=(60, 20)) as pilot:
-        table = app.query_one(KeyedTable)
-        table.focus()
-        table.sync(rows(range(30, 0, -1)), sort_column="id", reverse=True)
-        await pilot.pause()
+        table = await thirty_rows(app, pilot)
         same(table)
         # New rows on top: every row moves, most looks are already cached elsewhere.
         table.sync(rows(range(36, 6, -1), frozenset({20})), sort_column="id", reverse=True)
@@ -98,10 +104,7 @@ async def test_cached_cells_render_exactly_as_datatable() -> None:
 async def test_focus_change_keeps_drawn_lines() -> None:
     app = TableApp()
     async with app.run_test(size=(60, 20)) as pilot:
-        table = app.query_one(KeyedTable)
-        table.focus()
-        table.sync(rows(range(30, 0, -1)), sort_column="id", reverse=True)
-        await pilot.pause()
+        table = await thirty_rows(app, pilot)
         drawn(table)
         app.query_one(Button).focus()
         await pilot.pause()
