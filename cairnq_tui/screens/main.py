@@ -81,7 +81,7 @@ class MainScreen(Screen[None]):
         Switching tabs refreshes the new view (``TabActivated``); showing the
         view already shown does not.
         """
-        tabs = self.query_one("#views", TabbedContent)
+        tabs = self._tabs or self.query_one("#views", TabbedContent)
         switched = tabs.active != name
         tabs.active = name
         view = self.active_view()
