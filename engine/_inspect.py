@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine import _json
+from engine._clock import now_ms
 from engine._models import STATUSES, Task, TaskRef, TaskStatus
-from engine.store._base import TaskStore, check_status, now_ms
+from engine._rules import status as check_status
+from engine.store._base import TaskStore
 
 SearchKind = Literal["id", "key", "payload"]
 SEARCH_KINDS: tuple[SearchKind, ...] = ("id", "key", "payload")

@@ -1,10 +1,10 @@
 """The store contract shared by both dialects.
 
 ``TaskStore`` holds everything that does not depend on the driver: argument
-validation (before any I/O), id generation and JSON encoding for submits, the
-backpressure gate, in-process wakeups and row decoding. A dialect implements the
-``_``-prefixed primitives, each of which is one statement or one transaction of
-the protocol (PROTOCOL.md §4).
+validation (``engine._rules``, before any I/O), id generation and JSON encoding
+for submits, the claim variant for a draw, the backpressure gate, in-process
+wakeups and row decoding. A dialect implements the ``_``-prefixed primitives,
+each of which is one statement or one transaction of the protocol (PROTOCOL.md §4).
 """
 
 from __future__ import annotations
@@ -12,13 +12,11 @@ from __future__ import annotations
 import abc
 import builtins
 import contextlib
-import math
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from engine import _json
+from engine import _json, _rules
 from engine._errors import SerializationError, UnsupportedBackend
 from engine._ids import new_task_id
 from engine._models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task, TaskRef
@@ -43,11 +41,6 @@ LEASE_EXPIRED_ERROR: dict[str, Any] = {
 LEASE_EXPIRED_JSON = _json.dumps(LEASE_EXPIRED_ERROR)
 
 
-def now_ms() -> int:
-    """The application clock in epoch ms (SQLite's clock, §2.1)."""
-    return math.floor(time.time() * 1000)
-
-
 @dataclass(frozen=True, slots=True)
 class NewTask:
     """A validated, encoded submit: everything ``insert_task`` binds but the clock."""
@@ -67,54 +60,37 @@ class NewTask:
     conflict: str
 
 
-def _require_int(value: Any, what: str, *, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{what} must be an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{what} must be >= {minimum}, got {value}")
-    return value
+@dataclass(frozen=True, slots=True)
+class ClaimArgs:
+    """A claim's validated arguments."""
+
+    queues: list[str]
+    worker_id: str
+    lease_ms: int
+    names: list[str] | None
 
 
-def _optional_text(value: Any, what: str) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise ValueError(f"{what} must be a string or None, got {type(value).__name__}")
-    return value
+def claim_variant(queues: Sequence[str], names: Sequence[str] | None) -> tuple[str, dict[str, Any]]:
+    """The claim statement for these filters and its list/equality parameters (§4.13).
 
-
-def _require_text(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{what} must be a non-empty string, got {value!r}")
-    return value
-
-
-def check_status(status: Any, *, terminal_only: bool = False) -> str | None:
-    """Validate an optional status filter."""
-    if status is None:
-        return None
-    allowed = TERMINAL_STATUSES if terminal_only else STATUSES
-    if status not in allowed:
-        kind = "terminal status" if terminal_only else "status"
-        raise ValueError(f"unknown {kind} {status!r}; expected one of {sorted(allowed)}")
-    return str(status)
-
-
-def check_queues(queues: Any) -> list[str]:
-    """Validate a claim's queue list (a bare string is refused: it is a sequence)."""
-    if isinstance(queues, str) or not isinstance(queues, Sequence):
-        raise ValueError("queues must be a list of queue names")
-    out = [_require_text(q, "queue name") for q in queues]
-    if not out:
-        raise ValueError("queues must not be empty")
-    return out
-
-
-def check_names(names: Any) -> list[str] | None:
-    """Validate a claim's optional name filter (None = any name, [] = nothing)."""
-    if names is None:
-        return None
-    if isinstance(names, str) or not isinstance(names, Sequence):
-        raise ValueError("names must be a list of task names or None")
-    return [_require_text(n, "task name") for n in names]
+    One queue or one name binds an equality (``queue``/``name``) so the indexes
+    stay usable; otherwise the list (``queues``/``names``, None = any name).
+    The dialect encodes the lists as it binds them.
+    """
+    params: dict[str, Any] = {}
+    one_queue = len(queues) == 1
+    one_name = names is not None and len(names) == 1
+    if one_queue:
+        params["queue"] = queues[0]
+    else:
+        params["queues"] = list(queues)
+    if one_name:
+        assert names is not None
+        params["name"] = names[0]
+    else:
+        params["names"] = None if names is None else list(names)
+    variant = "claim" + ("_one_queue" if one_queue else "") + ("_one_name" if one_name else "")
+    return variant, params
 
 
 class TaskStore(abc.ABC):
@@ -126,7 +102,8 @@ class TaskStore(abc.ABC):
     """
 
     dialect: Dialect
-    #: Postgres text columns cannot hold U+0000; SQLite keeps it.
+    #: Postgres text and jsonb cannot hold U+0000; SQLite keeps it. The one
+    #: difference in what a value may be that a dialect declares (engine._rules).
     text_refuses_nul = False
 
     def __init__(self, identity: str) -> None:
@@ -181,33 +158,18 @@ class TaskStore(abc.ABC):
         delay_ms: int = 0,
     ) -> NewTask:
         """Validate and encode a submit without I/O (ValueError/SerializationError)."""
-        _require_text(name, "name")
-        _require_text(queue, "queue")
-        if conflict not in CONFLICTS:
+        nul = self.text_refuses_nul
+        _rules.text(name, "name", refuses_nul=nul)
+        _rules.text(queue, "queue", refuses_nul=nul)
+        if not isinstance(conflict, str) or conflict not in CONFLICTS:
             raise ValueError(f"unknown conflict strategy {conflict!r}; expected one of {CONFLICTS}")
-        _require_int(max_attempts, "max_attempts", minimum=1)
-        _require_int(priority, "priority")
-        _require_int(delay_ms, "delay_ms", minimum=0)
-        _optional_text(key, "key")
-        if key == "":
-            raise ValueError("key must be a non-empty string or None")
-        _optional_text(parent_id, "parent_id")
-        _optional_text(root_id, "root_id")
-        _optional_text(correlation_id, "correlation_id")
-        if self.text_refuses_nul:
-            fields = {
-                "name": name,
-                "queue": queue,
-                "key": key,
-                "parent_id": parent_id,
-                "root_id": root_id,
-                "correlation_id": correlation_id,
-            }
-            for field, value in fields.items():
-                if value is not None and "\x00" in value:
-                    raise ValueError(
-                        f"{field} contains a NUL character, which {self.dialect} refuses"
-                    )
+        _rules.int32(max_attempts, "max_attempts", minimum=1)
+        _rules.int32(priority, "priority")
+        _rules.duration_ms(delay_ms, "delay_ms")
+        _rules.optional_key(key, refuses_nul=nul)
+        _rules.optional_text(parent_id, "parent_id", refuses_nul=nul)
+        _rules.optional_text(root_id, "root_id", refuses_nul=nul)
+        _rules.optional_text(correlation_id, "correlation_id", refuses_nul=nul)
         if metadata is not None and not isinstance(metadata, Mapping):
             raise SerializationError("metadata must be a mapping or None")
         task_id = new_task_id()
@@ -215,8 +177,8 @@ class TaskStore(abc.ABC):
             id=task_id,
             name=name,
             queue=queue,
-            payload_json=_json.dumps({} if payload is None else payload),
-            metadata_json=_json.dumps(dict(metadata) if metadata else {}),
+            payload_json=self._json(_json.dumps({} if payload is None else payload), "payload"),
+            metadata_json=self._json(_json.dumps(dict(metadata) if metadata else {}), "metadata"),
             max_attempts=max_attempts,
             priority=priority,
             parent_id=parent_id,
@@ -278,17 +240,33 @@ class TaskStore(abc.ABC):
 
     # -- reads -----------------------------------------------------------------
 
-    @abc.abstractmethod
-    async def get(self, task_id: str) -> Task | None: ...
+    async def get(self, task_id: str) -> Task | None:
+        """The task, or None."""
+        return await self._get(self._text(task_id, "task_id"))
+
+    async def get_by_key(self, key: str) -> Task | None:
+        """The task the key points at, or None."""
+        return await self._get_by_key(self._text(key, "key"))
+
+    async def get_status(self, task_id: str) -> TaskRef | None:
+        """Just ``(id, status)``, or None."""
+        return await self._get_status(self._text(task_id, "task_id"))
+
+    async def get_status_by_key(self, key: str) -> TaskRef | None:
+        """``(id, status)`` of the task the key points at now, or None."""
+        return await self._get_status_by_key(self._text(key, "key"))
 
     @abc.abstractmethod
-    async def get_by_key(self, key: str) -> Task | None: ...
+    async def _get(self, task_id: str) -> Task | None: ...
 
     @abc.abstractmethod
-    async def get_status(self, task_id: str) -> TaskRef | None: ...
+    async def _get_by_key(self, key: str) -> Task | None: ...
 
     @abc.abstractmethod
-    async def get_status_by_key(self, key: str) -> TaskRef | None: ...
+    async def _get_status(self, task_id: str) -> TaskRef | None: ...
+
+    @abc.abstractmethod
+    async def _get_status_by_key(self, key: str) -> TaskRef | None: ...
 
     async def list(
         self,
@@ -302,15 +280,15 @@ class TaskStore(abc.ABC):
         offset: int = 0,
     ) -> builtins.list[Task]:
         """Tasks matching every given filter, newest first (§4.5)."""
-        check_status(status)
-        _require_int(limit, "limit", minimum=0)
-        _require_int(offset, "offset", minimum=0)
+        _rules.status(status)
+        _rules.integer(limit, "limit", minimum=0)
+        _rules.integer(offset, "offset", minimum=0)
         filters = {
             "status": status,
-            "queue": _optional_text(queue, "queue"),
-            "name": _optional_text(name, "name"),
-            "root_id": _optional_text(root_id, "root_id"),
-            "correlation_id": _optional_text(correlation_id, "correlation_id"),
+            "queue": self._optional_text(queue, "queue"),
+            "name": self._optional_text(name, "name"),
+            "root_id": self._optional_text(root_id, "root_id"),
+            "correlation_id": self._optional_text(correlation_id, "correlation_id"),
         }
         return await self._list(filters, limit, offset)
 
@@ -321,7 +299,7 @@ class TaskStore(abc.ABC):
 
     async def stats(self, queue: str | None = None) -> dict[str, dict[str, int]]:
         """Counts per queue and status, zero-filled (§4.6)."""
-        _optional_text(queue, "queue")
+        self._optional_text(queue, "queue")
         rows = await self._stats(queue)
         out: dict[str, dict[str, int]] = {}
         if queue is not None:
@@ -336,8 +314,8 @@ class TaskStore(abc.ABC):
 
     async def queue_depth(self, queue: str, max_depth: int) -> int:
         """Headroom ``max_depth - min(queued rows, max_depth)`` (§4.7)."""
-        _require_text(queue, "queue")
-        _require_int(max_depth, "max_depth", minimum=0)
+        self._text(queue, "queue")
+        _rules.integer(max_depth, "max_depth", minimum=0)
         return await self._queue_depth(queue, max_depth)
 
     @abc.abstractmethod
@@ -347,23 +325,27 @@ class TaskStore(abc.ABC):
 
     async def cancel(self, task_id: str) -> Task | None:
         """Cancel a live task (queued: at once; running: cooperative) (§4.8)."""
-        task = await self._cancel(_require_text(task_id, "task_id"))
+        task = await self._cancel(self._text(task_id, "task_id"))
         self._after_write(task)
         return task
 
     async def cancel_by_key(self, key: str) -> Task | None:
-        task = await self._cancel_by_key(_require_text(key, "key"))
+        task = await self._cancel_by_key(self._text(key, "key"))
         self._after_write(task)
         return task
 
     async def retry(self, task_id: str, *, reset_attempt: bool = False) -> Task | None:
         """Requeue a failed or canceled task (§4.9)."""
-        task = await self._retry(_require_text(task_id, "task_id"), bool(reset_attempt))
+        task = await self._retry(
+            self._text(task_id, "task_id"), _rules.boolean(reset_attempt, "reset_attempt")
+        )
         self._after_write(task)
         return task
 
     async def retry_by_key(self, key: str, *, reset_attempt: bool = False) -> Task | None:
-        task = await self._retry_by_key(_require_text(key, "key"), bool(reset_attempt))
+        task = await self._retry_by_key(
+            self._text(key, "key"), _rules.boolean(reset_attempt, "reset_attempt")
+        )
         self._after_write(task)
         return task
 
@@ -389,13 +371,13 @@ class TaskStore(abc.ABC):
         limit: int = 1_000,
     ) -> builtins.list[str]:
         """Delete up to ``limit`` terminal tasks completed before the cutoff (§4.10)."""
-        _require_int(older_than_ms, "older_than_ms", minimum=0)
-        _require_int(limit, "limit", minimum=1)
-        check_status(status, terminal_only=True)
+        _rules.duration_ms(older_than_ms, "older_than_ms")
+        _rules.integer(limit, "limit", minimum=1)
+        _rules.status(status, terminal_only=True)
         filters = {
-            "queue": _optional_text(queue, "queue"),
+            "queue": self._optional_text(queue, "queue"),
             "status": status,
-            "name": _optional_text(name, "name"),
+            "name": self._optional_text(name, "name"),
         }
         return await self._purge(older_than_ms, filters, limit)
 
@@ -415,7 +397,13 @@ class TaskStore(abc.ABC):
         limit: int = 1,
         names: Sequence[str] | None = None,
     ) -> builtins.list[Task]:
-        """A claim session with one draw (§4.14); empty if nothing is claimable."""
+        """A claim session with one draw (§4.14); empty if nothing is claimable.
+
+        Raises:
+            ValueError: bad queues, names, worker id, ``lease_ms`` or a negative
+                ``limit`` (``limit=0`` claims nothing).
+        """
+        _rules.integer(limit, "limit", minimum=0)
 
         async def plan(draw: Draw) -> builtins.list[Task]:
             return await draw(names, limit)
@@ -439,13 +427,38 @@ class TaskStore(abc.ABC):
         Returns the plan's value, or None when the probe found nothing to do (the
         plan is then not called and no transaction is opened).
         """
-        queue_list = check_queues(queues)
-        name_list = check_names(names)
-        _require_text(worker_id, "worker_id")
-        _require_int(lease_ms, "lease_ms", minimum=1)
-        if name_list == []:
+        args = self.check_claim(queues, worker_id, lease_ms, names)
+        if args.names == []:
             return None
-        return await self._claim_session(queue_list, worker_id, lease_ms, name_list, plan)
+        return await self._claim_session(
+            args.queues, args.worker_id, args.lease_ms, args.names, plan
+        )
+
+    def check_claim(self, queues: Any, worker_id: Any, lease_ms: Any, names: Any) -> ClaimArgs:
+        """A claim's arguments checked by the shared rules (ValueError otherwise)."""
+        nul = self.text_refuses_nul
+        return ClaimArgs(
+            queues=_rules.queues(queues, refuses_nul=nul),
+            worker_id=self._text(worker_id, "worker_id"),
+            lease_ms=_rules.duration_ms(lease_ms, "lease_ms", minimum=1),
+            names=_rules.names(names, refuses_nul=nul),
+        )
+
+    def draw_variant(
+        self, queues: builtins.list[str], names: Any, limit: Any
+    ) -> tuple[str, dict[str, Any]] | None:
+        """One draw's claim variant and parameters (§4.13); None = no statement to run.
+
+        Raises:
+            ValueError: bad names or a negative ``limit``.
+        """
+        wanted = _rules.names(names, refuses_nul=self.text_refuses_nul)
+        _rules.integer(limit, "limit", minimum=0)
+        if limit == 0 or wanted == []:
+            return None
+        variant, params = claim_variant(queues, wanted)
+        params["limit"] = limit
+        return variant, params
 
     @abc.abstractmethod
     async def _claim_session(
@@ -463,24 +476,35 @@ class TaskStore(abc.ABC):
 
     # -- owned writes ------------------------------------------------------------
 
-    @abc.abstractmethod
     async def heartbeat(self, *, task_id: str, worker_id: str, lease_ms: int = 30_000) -> Task:
-        """Renew one lease; ``LostLease`` if not owned (§4.15)."""
+        """Renew one lease (§4.15).
+
+        Raises:
+            LostLease: the task is no longer running under this worker's lease.
+        """
+        task_id, worker_id = self._owned_ids(task_id, worker_id)
+        _rules.duration_ms(lease_ms, "lease_ms", minimum=1)
+        return await self._heartbeat(task_id, worker_id, lease_ms)
+
+    @abc.abstractmethod
+    async def _heartbeat(self, task_id: str, worker_id: str, lease_ms: int) -> Task: ...
 
     async def heartbeat_batch(
         self, *, task_ids: Sequence[str], worker_id: str, lease_ms: int = 30_000
     ) -> dict[str, bool]:
         """Renew each owned lease; ``{id: cancel requested}`` for renewed rows only."""
-        if not task_ids:
+        ids = _rules.text_list(task_ids, "task_ids", refuses_nul=self.text_refuses_nul)
+        self._text(worker_id, "worker_id")
+        _rules.duration_ms(lease_ms, "lease_ms", minimum=1)
+        if not ids:
             return {}
-        return await self._heartbeat_batch(list(task_ids), worker_id, lease_ms)
+        return await self._heartbeat_batch(ids, worker_id, lease_ms)
 
     @abc.abstractmethod
     async def _heartbeat_batch(
         self, task_ids: builtins.list[str], worker_id: str, lease_ms: int
     ) -> dict[str, bool]: ...
 
-    @abc.abstractmethod
     async def progress(
         self,
         *,
@@ -489,17 +513,33 @@ class TaskStore(abc.ABC):
         progress: float | None = None,
         message: str | None = None,
     ) -> Task:
-        """Coalescing progress/message update; ``LostLease`` if not owned (§4.16)."""
+        """Coalescing progress/message update: None keeps each (§4.16).
+
+        Raises:
+            ValueError: progress is not a finite number, message not storable text.
+            LostLease: the task is no longer running under this worker's lease.
+        """
+        task_id, worker_id = self._owned_ids(task_id, worker_id)
+        value = _rules.progress(progress)
+        message = self._optional_text(message, "message")
+        return await self._progress(task_id, worker_id, value, message)
+
+    @abc.abstractmethod
+    async def _progress(
+        self, task_id: str, worker_id: str, progress: float | None, message: str | None
+    ) -> Task: ...
 
     async def succeed(self, *, task_id: str, worker_id: str, result: Any = None) -> Task:
         """Raw success, ignoring a cancel request (§4.17)."""
-        task = await self._succeed(task_id, worker_id, _json.dumps_or_none(result))
+        task_id, worker_id = self._owned_ids(task_id, worker_id)
+        task = await self._succeed(task_id, worker_id, self._result_json(result))
         self._after_write(task)
         return task
 
     async def complete(self, *, task_id: str, worker_id: str, result: Any = None) -> Task:
         """The worker's finaliser: succeeded, or canceled if cancel was requested."""
-        task = await self._complete(task_id, worker_id, _json.dumps_or_none(result))
+        task_id, worker_id = self._owned_ids(task_id, worker_id)
+        task = await self._complete(task_id, worker_id, self._result_json(result))
         self._after_write(task)
         return task
 
@@ -513,9 +553,11 @@ class TaskStore(abc.ABC):
         delay_ms: int = 0,
     ) -> Task:
         """Record a failure: requeue, fail for good, or cancel (§4.18)."""
-        _require_int(delay_ms, "delay_ms", minimum=0)
+        task_id, worker_id = self._owned_ids(task_id, worker_id)
+        _rules.boolean(retryable, "retryable")
+        _rules.duration_ms(delay_ms, "delay_ms")
         task = await self._fail(
-            task_id, worker_id, encode_error(error, retryable), bool(retryable), delay_ms
+            task_id, worker_id, encode_error(error, retryable), retryable, delay_ms
         )
         self._after_write(task)
         return task
@@ -537,8 +579,8 @@ class TaskStore(abc.ABC):
         Raises:
             ValueError: an id or the worker id is not a non-empty string.
         """
-        ids = [_require_text(task_id, "task_id") for task_id in task_ids]
-        _require_text(worker_id, "worker_id")
+        ids = _rules.text_list(task_ids, "task_ids", refuses_nul=self.text_refuses_nul)
+        self._text(worker_id, "worker_id")
         if not ids:
             return set()
         settled = await self._complete_many(ids, worker_id)
@@ -623,6 +665,26 @@ class TaskStore(abc.ABC):
         """
 
     # -- helpers for subclasses ---------------------------------------------------
+
+    def _text(self, value: Any, field: str) -> str:
+        """A non-empty string this dialect can store (``engine._rules.text``)."""
+        return _rules.text(value, field, refuses_nul=self.text_refuses_nul)
+
+    def _optional_text(self, value: Any, field: str) -> str | None:
+        return _rules.optional_text(value, field, refuses_nul=self.text_refuses_nul)
+
+    def _owned_ids(self, task_id: Any, worker_id: Any) -> tuple[str, str]:
+        """An owned write's ``(task_id, worker_id)``, checked."""
+        return self._text(task_id, "task_id"), self._text(worker_id, "worker_id")
+
+    def _json(self, encoded: str, field: str) -> str:
+        """Encoded JSON this dialect's column can hold (jsonb refuses NUL)."""
+        return _rules.json_text(encoded, field, refuses_nul=self.text_refuses_nul)
+
+    def _result_json(self, result: Any) -> str | None:
+        """A result as JSON text, or None for SQL NULL (SerializationError if it has no form)."""
+        encoded = _json.dumps_or_none(result)
+        return None if encoded is None else self._json(encoded, "result")
 
     def _after_write(self, task: Task | None) -> None:
         """Announce what a committed write did: queued again, or terminal."""

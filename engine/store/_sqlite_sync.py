@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import re
 import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from engine._clock import now_ms
 from engine._errors import ProtocolVersionMismatch, StoreUnavailable
 
 
@@ -40,11 +40,6 @@ def is_busy(exc: BaseException) -> bool:
     if isinstance(code, int):
         return code & 0xFF == _SQLITE_BUSY
     return isinstance(exc, sqlite3.OperationalError) and "database is locked" in str(exc)
-
-
-def now_ms() -> int:
-    """The application clock (§2.1), taken once per statement execution."""
-    return math.floor(time.time() * 1000)
 
 
 def stamp(params: dict[str, Any], now: int) -> None:

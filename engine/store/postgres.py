@@ -34,13 +34,12 @@ from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from engine import _json
+from engine import _rules
 from engine._errors import (
     AlreadyExists,
     LostLease,
     ProtocolVersionMismatch,
     SchemaMismatch,
-    SerializationError,
     StoreClosed,
     StoreUnavailable,
 )
@@ -51,10 +50,6 @@ from engine.store._base import (
     NewTask,
     Plan,
     TaskStore,
-    _require_int,
-    _require_text,
-    check_names,
-    check_queues,
 )
 from engine.store._pg_group import WriteGroup
 from engine.store._pg_listener import Listener
@@ -64,8 +59,6 @@ Conn = psycopg.AsyncConnection[dict[str, Any]]
 
 SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 _PROTOCOL_VERSION = 1
-# A JSON "\u0000" escape not itself escaped (an even run of backslashes before it).
-_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 # The ledger is created by the SDK, not by a migration (§1.2); these three texts
 # are the migration runner's own, not protocol statements.
@@ -138,13 +131,6 @@ def redact_dsn(dsn: str) -> str:
     return re.sub(r"(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn)
 
 
-def _jsonb_text(text: str, what: str) -> str:
-    """Refuse what jsonb refuses, before anything is written (§2.2)."""
-    if _NUL_ESCAPE.search(text):
-        raise SerializationError(f"{what} contains a NUL character (\\u0000); jsonb refuses it")
-    return text
-
-
 class PostgresStore(TaskStore):
     """A cairnq database in one Postgres schema.
 
@@ -180,9 +166,9 @@ class PostgresStore(TaskStore):
         migrate: bool = True,
         connect_timeout_s: float = 5.0,
     ) -> None:
-        _require_text(dsn, "dsn")
-        _require_int(min_size, "min_size", minimum=0)
-        _require_int(max_size, "max_size", minimum=max(1, min_size))
+        _rules.text(dsn, "dsn")
+        _rules.integer(min_size, "min_size", minimum=0)
+        _rules.integer(max_size, "max_size", minimum=max(1, min_size))
         if schema is not None and (not isinstance(schema, str) or not SCHEMA_NAME.match(schema)):
             raise ValueError(f"schema must match {SCHEMA_NAME.pattern}, got {schema!r}")
         if not connect_timeout_s > 0:
@@ -501,8 +487,8 @@ class PostgresStore(TaskStore):
             "id": new.id,
             "name": new.name,
             "queue": new.queue,
-            "payload": _jsonb_text(new.payload_json, "payload"),
-            "metadata": _jsonb_text(new.metadata_json, "metadata"),
+            "payload": new.payload_json,
+            "metadata": new.metadata_json,
             "max_attempts": new.max_attempts,
             "priority": new.priority,
             "parent_id": new.parent_id,
@@ -552,17 +538,11 @@ class PostgresStore(TaskStore):
 
     # -- reads ---------------------------------------------------------------------
 
-    async def get(self, task_id: str) -> Task | None:
-        """The task, or None."""
-        return await self._one(
-            "get", {"id": _require_text(task_id, "task_id")}, write=False, retry=True
-        )
+    async def _get(self, task_id: str) -> Task | None:
+        return await self._one("get", {"id": task_id}, write=False, retry=True)
 
-    async def get_by_key(self, key: str) -> Task | None:
-        """The task the key points at, or None."""
-        return await self._one(
-            "get_by_key", {"key": _require_text(key, "key")}, write=False, retry=True
-        )
+    async def _get_by_key(self, key: str) -> Task | None:
+        return await self._one("get_by_key", {"key": key}, write=False, retry=True)
 
     async def _ref(self, name: str, params: Mapping[str, Any]) -> TaskRef | None:
         async def work(conn: Conn) -> dict[str, Any] | None:
@@ -571,13 +551,11 @@ class PostgresStore(TaskStore):
         row = await self._run(work, write=False, retry=True)
         return None if row is None else TaskRef(row["id"], row["status"])
 
-    async def get_status(self, task_id: str) -> TaskRef | None:
-        """Just ``(id, status)``, or None."""
-        return await self._ref("get_status", {"id": _require_text(task_id, "task_id")})
+    async def _get_status(self, task_id: str) -> TaskRef | None:
+        return await self._ref("get_status", {"id": task_id})
 
-    async def get_status_by_key(self, key: str) -> TaskRef | None:
-        """``(id, status)`` of the task the key points at now, or None."""
-        return await self._ref("get_status_by_key", {"key": _require_text(key, "key")})
+    async def _get_status_by_key(self, key: str) -> TaskRef | None:
+        return await self._ref("get_status_by_key", {"key": key})
 
     async def _fetch_all(
         self, name: str, params: Mapping[str, Any], *, active: frozenset[str] | None = None
@@ -676,24 +654,12 @@ class PostgresStore(TaskStore):
         limit: int,
     ) -> tuple[str, dict[str, Any]] | None:
         """The claim variant (§4.13) and its parameters for one draw; None = no statement."""
-        wanted = check_names(draw_names)
-        _require_int(limit, "limit")
-        if limit <= 0 or wanted == []:
+        variant = self.draw_variant(queues, draw_names, limit)
+        if variant is None:
             return None
-        params: dict[str, Any] = {"worker_id": worker_id, "limit": limit, "lease_ms": lease_ms}
-        one_queue = len(queues) == 1
-        one_name = wanted is not None and len(wanted) == 1
-        if one_queue:
-            params["queue"] = queues[0]
-        else:
-            params["queues"] = queues
-        if one_name:
-            assert wanted is not None
-            params["name"] = wanted[0]
-        else:
-            params["names"] = wanted
-        variant = "claim" + ("_one_queue" if one_queue else "") + ("_one_name" if one_name else "")
-        return _sql(variant), params
+        name, params = variant
+        params.update(worker_id=worker_id, lease_ms=lease_ms)
+        return _sql(name), params
 
     async def _claim_session(
         self,
@@ -778,11 +744,14 @@ class PostgresStore(TaskStore):
             ValueError: malformed ids, queues or names.
             StoreUnavailable: the connection was lost.
         """
-        ids = [_require_text(task_id, "task_id") for task_id in complete_ids]
-        queue_list = check_queues(queues)
-        name_list = check_names(names)
-        _require_text(worker_id, "worker_id")
-        _require_int(lease_ms, "lease_ms", minimum=1)
+        ids = _rules.text_list(complete_ids, "complete_ids", refuses_nul=True)
+        args = self.check_claim(queues, worker_id, lease_ms, names)
+        queue_list, worker_id, lease_ms, name_list = (
+            args.queues,
+            args.worker_id,
+            args.lease_ms,
+            args.names,
+        )
         complete_params = {"ids": ids, "worker_id": worker_id}
 
         async def complete_alone(conn: Conn) -> set[str]:
@@ -856,15 +825,7 @@ class PostgresStore(TaskStore):
 
     # -- owned writes ------------------------------------------------------------------
 
-    async def heartbeat(self, *, task_id: str, worker_id: str, lease_ms: int = 30_000) -> Task:
-        """Renew one lease to now + ``lease_ms``.
-
-        Raises:
-            LostLease: the task is not running under this worker with a live lease.
-        """
-        _require_text(task_id, "task_id")
-        _require_text(worker_id, "worker_id")
-        _require_int(lease_ms, "lease_ms", minimum=1)
+    async def _heartbeat(self, task_id: str, worker_id: str, lease_ms: int) -> Task:
         return await self._owned(
             "heartbeat", task_id, {"worker_id": worker_id, "lease_ms": lease_ms}
         )
@@ -872,10 +833,6 @@ class PostgresStore(TaskStore):
     async def _heartbeat_batch(
         self, task_ids: builtins.list[str], worker_id: str, lease_ms: int
     ) -> dict[str, bool]:
-        for task_id in task_ids:
-            _require_text(task_id, "task_id")
-        _require_text(worker_id, "worker_id")
-        _require_int(lease_ms, "lease_ms", minimum=1)
         params = {"ids": task_ids, "worker_id": worker_id, "lease_ms": lease_ms}
 
         async def work(conn: Conn) -> builtins.list[dict[str, Any]]:
@@ -884,39 +841,11 @@ class PostgresStore(TaskStore):
         rows = await self._run(work, write=True)
         return {r["id"]: r["cancel_requested_at_ms"] is not None for r in rows}
 
-    async def progress(
-        self,
-        *,
-        task_id: str,
-        worker_id: str,
-        progress: float | None = None,
-        message: str | None = None,
+    async def _progress(
+        self, task_id: str, worker_id: str, progress: float | None, message: str | None
     ) -> Task:
-        """Set progress and/or message (None keeps each).
-
-        Raises:
-            ValueError: progress is not a finite number, message not a string.
-            LostLease: the task is not owned.
-        """
-        _require_text(task_id, "task_id")
-        _require_text(worker_id, "worker_id")
-        if progress is not None and (
-            isinstance(progress, bool)
-            or not isinstance(progress, (int, float))
-            or not math.isfinite(progress)
-        ):
-            raise ValueError(f"progress must be a finite number or None, got {progress!r}")
-        if message is not None and not isinstance(message, str):
-            raise ValueError(f"message must be a string or None, got {type(message).__name__}")
-        return await self._owned(
-            "progress",
-            task_id,
-            {
-                "worker_id": worker_id,
-                "progress": None if progress is None else float(progress),
-                "message": message,
-            },
-        )
+        params = {"worker_id": worker_id, "progress": progress, "message": message}
+        return await self._owned("progress", task_id, params)
 
     async def _succeed(self, task_id: str, worker_id: str, result_json: str | None) -> Task:
         return await self._owned("succeed", task_id, self._result_params(worker_id, result_json))
@@ -936,7 +865,7 @@ class PostgresStore(TaskStore):
     def _result_params(worker_id: str, result_json: str | None) -> dict[str, Any]:
         return {
             "worker_id": worker_id,
-            "result": None if result_json is None else _jsonb_text(result_json, "result"),
+            "result": result_json,
             "message": None,
         }
 
@@ -945,7 +874,7 @@ class PostgresStore(TaskStore):
     ) -> Task:
         # Recording a failure must not itself fail (§2.6): a NUL jsonb would
         # refuse is replaced rather than rejected.
-        safe_error = _NUL_ESCAPE.sub(lambda m: m.group(0)[:-6] + "\\ufffd", error_json)
+        safe_error = _rules.NUL_ESCAPE.sub(lambda m: m.group(0)[:-6] + "\\ufffd", error_json)
         return await self._owned(
             "fail",
             task_id,
@@ -967,9 +896,8 @@ class PostgresStore(TaskStore):
         result: Any,
         write: Callable[[Any], Awaitable[Any]],
     ) -> Task:
-        _require_text(task_id, "task_id")
-        _require_text(worker_id, "worker_id")
-        params = {"id": task_id, **self._result_params(worker_id, _json.dumps_or_none(result))}
+        task_id, worker_id = self._owned_ids(task_id, worker_id)
+        params = {"id": task_id, **self._result_params(worker_id, self._result_json(result))}
 
         async def work(conn: Conn) -> Task:
             async with conn.transaction():
@@ -979,7 +907,7 @@ class PostgresStore(TaskStore):
                 settle = params
                 if result is None and value is not None:
                     # As in cairnq's succeed_in: what write returns is the result.
-                    encoded = _json.dumps_or_none(value)
+                    encoded = self._result_json(value)
                     settle = {"id": task_id, **self._result_params(worker_id, encoded)}
                 row = await (await conn.execute(_sql(name), settle)).fetchone()
                 if row is None:

@@ -50,7 +50,8 @@ from typing import Any, TypeVar, cast
 
 import aiosqlite
 
-from engine import _json
+from engine import _json, _rules
+from engine._clock import now_ms
 from engine._errors import AlreadyExists, LostLease, StoreClosed, StoreUnavailable
 from engine._models import LIVE_STATUSES, Task, TaskRef
 from engine._sql import migrations, specialise, statement
@@ -60,10 +61,6 @@ from engine.store._base import (
     NewTask,
     Plan,
     TaskStore,
-    _require_int,
-    _require_text,
-    check_names,
-    check_queues,
 )
 from engine.store._sqlite_commits import CommitWatch
 from engine.store._sqlite_group import GroupCommit, backoff
@@ -121,27 +118,12 @@ def _first_task(rows: sync.Rows) -> Task | None:
     return _task(rows[0]) if rows else None
 
 
-def _claim_statement(
-    queues: builtins.list[str], names: Sequence[str] | None
-) -> tuple[str, dict[str, Any]]:
-    """The claim variant for these filters (§4.13): equalities keep the indexes usable."""
-    one_name = names is not None and len(names) == 1
-    if len(queues) == 1:
-        if one_name:
-            assert names is not None
-            return _sql("claim_one_queue_one_name"), {"queue": queues[0], "name": names[0]}
-        return _sql("claim_one_queue"), {
-            "queue": queues[0],
-            "names": None if names is None else _json.dumps(list(names)),
-        }
-    queues_json = _json.dumps(queues)
-    if one_name:
-        assert names is not None
-        return _sql("claim_one_name"), {"queues": queues_json, "name": names[0]}
-    return _sql("claim"), {
-        "queues": queues_json,
-        "names": None if names is None else _json.dumps(list(names)),
-    }
+def _claim_statement(variant: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A claim variant's text, its lists bound as JSON arrays (``json_each``, §2.3)."""
+    for name in ("queues", "names"):
+        if params.get(name) is not None:
+            params[name] = _json.dumps(params[name])
+    return _sql(variant), params
 
 
 class SQLiteStore(TaskStore):
@@ -169,7 +151,7 @@ class SQLiteStore(TaskStore):
         migrate: bool = True,
     ) -> None:
         self._path = os.fspath(path)
-        _require_int(busy_timeout_ms, "busy_timeout_ms", minimum=0)
+        _rules.integer(busy_timeout_ms, "busy_timeout_ms", minimum=0)
         self._memory = _is_memory(self._path)
         self._uri = self._path.startswith("file:")
         if self._memory:
@@ -551,21 +533,17 @@ class SQLiteStore(TaskStore):
 
     # -- reads -----------------------------------------------------------------------
 
-    async def get(self, task_id: str) -> Task | None:
-        """The task, or None."""
+    async def _get(self, task_id: str) -> Task | None:
         return _first_task(await self._fetch(_sql("get"), {"id": task_id}))
 
-    async def get_by_key(self, key: str) -> Task | None:
-        """The task the key points at, or None."""
+    async def _get_by_key(self, key: str) -> Task | None:
         return _first_task(await self._fetch(_sql("get_by_key"), {"key": key}))
 
-    async def get_status(self, task_id: str) -> TaskRef | None:
-        """Just ``(id, status)``, or None."""
+    async def _get_status(self, task_id: str) -> TaskRef | None:
         rows = await self._fetch(_sql("get_status"), {"id": task_id})
         return TaskRef(rows[0][0], rows[0][1]) if rows else None
 
-    async def get_status_by_key(self, key: str) -> TaskRef | None:
-        """``(id, status)`` of the task the key points at now, or None."""
+    async def _get_status_by_key(self, key: str) -> TaskRef | None:
         rows = await self._fetch(_sql("get_status_by_key"), {"key": key})
         return TaskRef(rows[0][0], rows[0][1]) if rows else None
 
@@ -727,7 +705,7 @@ class SQLiteStore(TaskStore):
         params = {
             "queues": _json.dumps(queues),
             "names": None if names is None else _json.dumps(names),
-            "now_ms": sync.now_ms(),
+            "now_ms": now_ms(),
         }
         rows = await self._fetch(_sql("claimable_probe"), params)
         return bool(rows and rows[0][0])
@@ -748,20 +726,20 @@ class SQLiteStore(TaskStore):
         """A claim session with one draw (§4.14), run as one writer-thread call.
 
         Returns the claimed tasks in arbitrary order; empty when the probe found
-        nothing, ``limit <= 0`` or ``names == []``.
+        nothing, ``limit == 0`` or ``names == []``.
+
+        Raises:
+            ValueError: as ``TaskStore.claim`` (a negative limit included).
         """
-        queue_list = check_queues(queues)
-        name_list = check_names(names)
-        _require_text(worker_id, "worker_id")
-        _require_int(lease_ms, "lease_ms", minimum=1)
-        _require_int(limit, "limit")
-        if name_list == [] or limit <= 0:
+        args = self.check_claim(queues, worker_id, lease_ms, names)
+        draw = self.draw_variant(args.queues, args.names, limit)
+        if draw is None:
             return []
         self._check_writable("claim")
-        if not await self._probe(queue_list, name_list):
+        if not await self._probe(args.queues, args.names):
             return []
-        sql, params = _claim_statement(queue_list, name_list)
-        params.update(worker_id=worker_id, lease_ms=lease_ms, limit=limit)
+        sql, params = _claim_statement(*draw)
+        params.update(worker_id=args.worker_id, lease_ms=args.lease_ms)
         steps = [
             (_sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON}),
             (sql, params),
@@ -826,11 +804,11 @@ class SQLiteStore(TaskStore):
             attempt += 1
 
         async def draw(draw_names: Sequence[str] | None, limit: int) -> builtins.list[Task]:
-            _require_int(limit, "limit")
-            if limit <= 0 or (draw_names is not None and len(draw_names) == 0):
+            variant = self.draw_variant(queues, draw_names, limit)
+            if variant is None:
                 return []
-            sql, params = _claim_statement(queues, draw_names)
-            params.update(worker_id=worker_id, lease_ms=lease_ms, limit=limit)
+            sql, params = _claim_statement(*variant)
+            params.update(worker_id=worker_id, lease_ms=lease_ms)
             return [_task(r) for r in sync.run(raw, sql, params)]
 
         try:
@@ -853,56 +831,28 @@ class SQLiteStore(TaskStore):
 
     async def _owned(self, name: str, task_id: str, worker_id: str, extra: dict[str, Any]) -> Task:
         """An ownership-checked single-statement write; no row means ``LostLease``."""
-        _require_text(task_id, "task_id")
-        _require_text(worker_id, "worker_id")
         self._check_writable(name)
         _, rows = await self._write(_sql(name), {"id": task_id, "worker_id": worker_id, **extra})
         if not rows:
             raise LostLease(task_id)
         return _task(rows[0])
 
-    async def heartbeat(self, *, task_id: str, worker_id: str, lease_ms: int = 30_000) -> Task:
-        """Renew one lease (§4.15).
-
-        Raises:
-            LostLease: the task is no longer running under this worker's lease.
-        """
-        _require_int(lease_ms, "lease_ms", minimum=1)
+    async def _heartbeat(self, task_id: str, worker_id: str, lease_ms: int) -> Task:
         return await self._owned("heartbeat", task_id, worker_id, {"lease_ms": lease_ms})
 
     async def _heartbeat_batch(
         self, task_ids: builtins.list[str], worker_id: str, lease_ms: int
     ) -> dict[str, bool]:
-        _require_text(worker_id, "worker_id")
-        _require_int(lease_ms, "lease_ms", minimum=1)
-        for task_id in task_ids:
-            _require_text(task_id, "task_id")
         self._check_writable("heartbeat_batch")
         params = {"ids": _json.dumps(task_ids), "worker_id": worker_id, "lease_ms": lease_ms}
         _, rows = await self._write(_sql("heartbeat_batch"), params)
         renewed = {row[0]: row[1] is not None for row in rows}
         return {tid: renewed[tid] for tid in task_ids if tid in renewed}
 
-    async def progress(
-        self,
-        *,
-        task_id: str,
-        worker_id: str,
-        progress: float | None = None,
-        message: str | None = None,
+    async def _progress(
+        self, task_id: str, worker_id: str, progress: float | None, message: str | None
     ) -> Task:
-        """Coalescing progress/message update (§4.16).
-
-        Raises:
-            LostLease: the task is no longer running under this worker's lease.
-        """
-        if progress is not None and (
-            isinstance(progress, bool) or not isinstance(progress, (int, float))
-        ):
-            raise ValueError(f"progress must be a number or None, got {progress!r}")
-        if message is not None and not isinstance(message, str):
-            raise ValueError(f"message must be a string or None, got {type(message).__name__}")
-        extra = {"progress": None if progress is None else float(progress), "message": message}
+        extra = {"progress": progress, "message": message}
         return await self._owned("progress", task_id, worker_id, extra)
 
     async def _succeed(self, task_id: str, worker_id: str, result_json: str | None) -> Task:
@@ -940,7 +890,7 @@ def _keyed_submit(
     """
     sync.begin(raw)
     try:
-        now = sync.now_ms()
+        now = now_ms()
         key_params = {"key": key, "now_ms": now}
         raw.execute(_sql("lock_key"), key_params).fetchall()
         pointer = raw.execute(_sql("get_key"), key_params).fetchone()
@@ -981,7 +931,7 @@ def _keyed_update(raw: sqlite3.Connection, key: str, sql: str, extra: dict[str, 
     """``cancel_by_key`` / ``retry_by_key``: lock_key, get_key, the statement."""
     sync.begin(raw)
     try:
-        now = sync.now_ms()
+        now = now_ms()
         raw.execute(_sql("lock_key"), {"key": key}).fetchall()
         pointer = raw.execute(_sql("get_key"), {"key": key}).fetchone()
         rows: sync.Rows = []
