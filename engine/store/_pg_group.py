@@ -13,10 +13,11 @@ updates of one row (a lost lease matches no row, it never raises) and plain
 inserts. Rows are written in id order, so two flushes touching the same rows
 (of two stores, two processes) lock them in the same order. If the shared
 transaction fails for a reason other than connection loss (a deadlock with
-another transaction, a statement error), nothing of it was committed and each
-write is retried on its own, so every caller gets the outcome it would have had
-alone. Connection loss fails the whole batch, as it fails a lone write: the
-COMMIT may or may not have landed, so nothing is retried.
+another transaction, a statement error, a value the driver cannot send),
+nothing of it was committed and each write is retried on its own, so every
+caller gets the outcome it would have had alone. Connection loss fails the
+whole batch, as it fails a lone write: the COMMIT may or may not have landed,
+so nothing is retried.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ class WriteGroup:
                     for i in ordered:
                         cursors[i] = await conn.execute(batch[i].sql, batch[i].params)
                 return [await cursors[i].fetchone() for i in range(len(batch))]
-            except psycopg.Error as exc:
+            except Exception as exc:
                 if _lost(conn, exc):
                     raise
             # Rolled back as a whole: each write alone, as if never grouped.
@@ -143,7 +144,7 @@ class WriteGroup:
     async def _alone(conn: Conn, w: _Write) -> Row | BaseException:
         try:
             return await (await conn.execute(w.sql, w.params)).fetchone()
-        except psycopg.Error as exc:
+        except Exception as exc:
             if _lost(conn, exc):
                 raise
             return exc

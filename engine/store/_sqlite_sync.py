@@ -96,17 +96,18 @@ def run_batch(
     """Run single-statement writes: one bare, several in one ``BEGIN IMMEDIATE``.
 
     The caller answers nobody before this returns, i.e. after the COMMIT. A
-    statement that fails on its own fails only its item: SQLite undoes a failed
-    statement by itself (statement journal, ABORT resolution) and keeps the
-    transaction, so no savepoint is needed; if the error tore the transaction
-    down (I/O error, disk full), every item fails with it.
+    statement that fails on its own fails only its item, whatever the error: SQLite
+    undoes a failed statement by itself (statement journal, ABORT resolution) and
+    keeps the transaction, so no savepoint is needed, and a value the driver
+    cannot bind fails before the statement runs. Only an error that tore the
+    transaction down (I/O error, disk full) fails every item with it.
     """
     if len(items) == 1:
         sql, params = items[0]
         stamp(params, now_ms())
         try:
             return [(params["now_ms"], conn.execute(sql, params).fetchall())]
-        except sqlite3.Error as exc:
+        except Exception as exc:
             _rollback_quietly(conn)
             if is_busy(exc):
                 raise Busy from exc
@@ -135,7 +136,7 @@ def _run_one(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) -> Outc
     stamp(params, now_ms())
     try:
         return (params["now_ms"], conn.execute(sql, params).fetchall())
-    except sqlite3.Error as exc:
+    except Exception as exc:
         if not conn.in_transaction:
             raise  # the transaction was torn down: the whole batch fails
         return exc
@@ -189,7 +190,7 @@ def _insert_rows(
         values.extend([params[name] for name in names])
     try:
         conn.execute(head + ",".join([row] * len(items)), values)
-    except sqlite3.Error:
+    except Exception:  # a statement error, or a value the driver cannot bind
         if not conn.in_transaction:
             raise
         return [_run_one(conn, sql, params) for sql, params in items]

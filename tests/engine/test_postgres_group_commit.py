@@ -100,15 +100,28 @@ async def test_concurrent_settles_share_one_transaction_with_individual_outcomes
     assert len({t.updated_at_ms for t in written}) == 1
 
 
-async def test_a_failing_statement_fails_only_its_caller(store: PostgresStore) -> None:
+async def test_a_failing_statement_fails_only_its_caller(
+    store: PostgresStore, pg_dsn: str, pg_schema: str
+) -> None:
     ids, steps = await _mixed_steps(store, "mixed")
     doomed = await _claimed(store, "doomed", W, 30_000)
-    # run_at_ms = now + delay overflows bigint: the server refuses this one statement,
-    # which aborts the shared transaction; the others are then written one by one.
-    overflow = 2**63 - 1
-    bad = store.fail(task_id=doomed.id, worker_id=W, error=ERROR, delay_ms=overflow)
+    # The server refuses this one statement (a trigger: values the client can
+    # see are bad never get this far), which aborts the shared transaction; the
+    # others are then written one by one.
+    with psycopg.connect(pg_dsn, autocommit=True, options=f"-c search_path={pg_schema}") as conn:
+        conn.execute(
+            "create function refuse() returns trigger language plpgsql as $$ begin "
+            "if new.error->>'message' = 'refuse me' then raise exception 'refused'; end if; "
+            "return new; end $$"
+        )
+        conn.execute(
+            "create trigger refuse before update on cairnq_tasks "
+            "for each row execute function refuse()"
+        )
+    refused = {**ERROR, "message": "refuse me"}
+    bad = store.fail(task_id=doomed.id, worker_id=W, error=refused)
     outcomes = await asyncio.gather(bad, *(step() for step in steps), return_exceptions=True)
-    assert isinstance(outcomes[0], psycopg.errors.NumericValueOutOfRange)
+    assert isinstance(outcomes[0], psycopg.errors.RaiseException)
     assert [_shape(o) for o in outcomes[1:]] == [
         ("succeeded", {"n": 1}, None, 1.0, None),
         ("canceled", None, None, None, None),
