@@ -102,7 +102,9 @@ class TaskError(CairnQError):
         super().__init__(message)
         self.message = message
         self.code = code
-        self.retryable = retryable
+        # A flag, as the store's rules require: TaskError(..., retryable=1) must
+        # still be recorded, not refused when its failure is written.
+        self.retryable = bool(retryable)
         self.type = type or "TaskError"
         self.details = dict(details or {})
 

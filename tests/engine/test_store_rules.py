@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from store_support import Database
 
-from engine import CairnQ, LostLease, SerializationError, Task, TaskStore
+from engine import CairnQ, LostLease, SerializationError, Task, TaskError, TaskStore
 from engine.store import _sqlite_sync
 from engine.store.postgres import PostgresStore
 
@@ -254,6 +254,18 @@ async def test_nul_is_refused_only_where_the_dialect_cannot_hold_it(
         assert outcomes == ["ok"] * 7
         task = await store.get(seeded.running)
         assert task is not None and task.result == "a\x00b"
+
+
+async def test_a_task_error_with_a_truthy_flag_is_recorded(store: TaskStore) -> None:
+    """The store takes only a bool; a handler's TaskError turns its flag into one."""
+    error = TaskError("m", retryable=1)  # type: ignore[arg-type]
+    task = await store.submit(name="job")
+    await store.claim(queues=["default"], worker_id=W)
+    failed = await store.fail(
+        task_id=task.id, worker_id=W, error=error.envelope(), retryable=error.retryable
+    )
+    assert failed.status == "queued" and failed.error is not None
+    assert failed.error["retryable"] is True
 
 
 # -- one bad write fails only itself ------------------------------------------------------
