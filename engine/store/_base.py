@@ -492,13 +492,15 @@ class TaskStore(abc.ABC):
     async def heartbeat_batch(
         self, *, task_ids: Sequence[str], worker_id: str, lease_ms: int = 30_000
     ) -> dict[str, bool]:
-        """Renew each owned lease; ``{id: cancel requested}`` for renewed rows only."""
+        """Renew each owned lease; ``{id: cancel requested}`` for renewed rows only,
+        in the order the ids were given."""
         ids = _rules.text_list(task_ids, "task_ids", refuses_nul=self.text_refuses_nul)
         self._text(worker_id, "worker_id")
         _rules.duration_ms(lease_ms, "lease_ms", minimum=1)
         if not ids:
             return {}
-        return await self._heartbeat_batch(ids, worker_id, lease_ms)
+        renewed = await self._heartbeat_batch(ids, worker_id, lease_ms)
+        return {task_id: renewed[task_id] for task_id in ids if task_id in renewed}
 
     @abc.abstractmethod
     async def _heartbeat_batch(

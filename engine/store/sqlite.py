@@ -846,8 +846,7 @@ class SQLiteStore(TaskStore):
         self._check_writable("heartbeat_batch")
         params = {"ids": _json.dumps(task_ids), "worker_id": worker_id, "lease_ms": lease_ms}
         _, rows = await self._write(_sql("heartbeat_batch"), params)
-        renewed = {row[0]: row[1] is not None for row in rows}
-        return {tid: renewed[tid] for tid in task_ids if tid in renewed}
+        return {row[0]: row[1] is not None for row in rows}
 
     async def _progress(
         self, task_id: str, worker_id: str, progress: float | None, message: str | None

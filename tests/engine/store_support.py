@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from engine import PostgresStore, SQLiteStore, TaskStore
+
 #: Parametrise over both dialects; the Postgres param carries the postgres mark.
 DIALECTS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
@@ -43,6 +45,12 @@ class Database:
                 conn.executescript(sql)
             return
         self.rows(sql)
+
+    def twin(self) -> TaskStore:
+        """Another, unconnected store on the same database (another handle)."""
+        if self.sqlite_path is not None:
+            return SQLiteStore(self.sqlite_path)
+        return PostgresStore(str(self.dsn), schema=self.schema, max_size=4)
 
     def snapshot(self) -> list[list[tuple[Any, ...]]]:
         """Every row of the task and key tables, for "nothing was written"."""
