@@ -32,9 +32,10 @@ from cairnq_tui.hosting import WorkerHost
 from cairnq_tui.messages import ControlFinished, DatabaseWoke, DataMessage, StoreConnected
 from cairnq_tui.screens.help import HelpScreen
 from cairnq_tui.screens.main import MainScreen
-from cairnq_tui.target import Target, redact
+from cairnq_tui.target import Target
 from cairnq_tui.widgets.status_bar import StatusBar
 from engine import CairnQ, Inspector, TaskStore, WaitSnapshot, WatchSignal, active_waits
+from engine.store import redact_dsn
 
 #: The least time between two refreshes that watch signals may trigger.
 EARLY_REFRESH_GAP_S = 0.25
@@ -278,7 +279,7 @@ class ConsoleApp(App[None]):
         if event.state != WorkerState.ERROR:
             return
         error = event.worker.error
-        text = redact(clean(f"{type(error).__name__}: {error}"))
+        text = redact_dsn(clean(f"{type(error).__name__}: {error}"))
         group = event.worker.group
         if group == "connect":
             self._show_state("error: cannot connect (retrying)")

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 
 from cairnq_tui import __version__
 from cairnq_tui.hosting import HostError, WorkerHost
-from cairnq_tui.target import TargetError, check_target, make_store, parse_target, redact
+from cairnq_tui.target import TargetError, check_target, make_store, parse_target
+from engine.store import redact_dsn
 
 if TYPE_CHECKING:
     from cairnq_tui.app import ConsoleApp
@@ -169,8 +170,8 @@ def launch(args: argparse.Namespace) -> int:
         return 130
     except Exception as exc:  # never a traceback for the operator; say what broke
         print(
-            f"cairnq-tui: cannot open {redact(str(args.target or 'tasks.db'))}: "
-            f"{type(exc).__name__}: {redact(str(exc))}",
+            f"cairnq-tui: cannot open {redact_dsn(str(args.target or 'tasks.db'))}: "
+            f"{type(exc).__name__}: {redact_dsn(str(exc))}",
             file=sys.stderr,
         )
         return EXIT_BAD_TARGET

@@ -24,11 +24,10 @@ from engine import (
     TaskStore,
     describe_sqlite_file,
 )
+from engine.store import redact_dsn
 
 DEFAULT_TARGET = "tasks.db"
 _PG_SCHEMES = ("postgres://", "postgresql://")
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^@\s]*@")
-_KV_PASSWORD = re.compile(r"(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
 
 
 class TargetError(Exception):
@@ -49,11 +48,6 @@ class Target:
         return self.dialect == "postgres"
 
 
-def redact(text: str) -> str:
-    """``text`` with any DSN password replaced by ``***``."""
-    return _KV_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))
-
-
 def parse_target(raw: str | None, schema: str | None = None) -> Target:
     """Classify TARGET (None = ``./tasks.db``).
 
@@ -62,7 +56,7 @@ def parse_target(raw: str | None, schema: str | None = None) -> Target:
     """
     value = raw if raw else DEFAULT_TARGET
     if value.startswith(_PG_SCHEMES) or ("=" in value and "dbname" in value):
-        return Target(value, "postgres", redact(value), schema)
+        return Target(value, "postgres", redact_dsn(value), schema)
     if schema is not None:
         raise TargetError(f"--schema applies to Postgres targets only, not to {value}")
     return Target(value, "sqlite", value)
@@ -81,7 +75,7 @@ def make_store(target: Target, *, read_only: bool) -> TaskStore:
             target.raw, schema=target.schema, read_only=read_only, migrate=False, max_size=4
         )
     except ValueError as exc:
-        raise TargetError(redact(str(exc))) from None
+        raise TargetError(redact_dsn(str(exc))) from None
 
 
 async def check_target(target: Target, *, read_only: bool) -> str | None:
@@ -130,16 +124,17 @@ async def _connect(store: TaskStore, target: Target) -> None:
                 f"{where} has no cairnq tables.\n"
                 "Start a cairnq worker or client against it first (they create the schema)."
             ) from None
-        raise TargetError(f"{where} speaks another cairnq protocol: {redact(str(exc))}") from None
+        shown = redact_dsn(str(exc))
+        raise TargetError(f"{where} speaks another cairnq protocol: {shown}") from None
     except SchemaMismatch as exc:
         await _close_quietly(store)
-        raise TargetError(f"wrong schema for {where}: {redact(str(exc))}") from None
+        raise TargetError(f"wrong schema for {where}: {redact_dsn(str(exc))}") from None
     except StoreUnavailable as exc:
         await _close_quietly(store)
-        raise TargetError(f"cannot open {where}: {redact(str(exc))}") from None
+        raise TargetError(f"cannot open {where}: {redact_dsn(str(exc))}") from None
     except (CairnQError, OSError) as exc:
         await _close_quietly(store)
-        raise TargetError(f"cannot open {where}: {redact(str(exc))}") from None
+        raise TargetError(f"cannot open {where}: {redact_dsn(str(exc))}") from None
 
 
 async def _close_quietly(store: TaskStore) -> None:

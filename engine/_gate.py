@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from engine._errors import QueueFull
+from engine._rules import at_least
 
 if TYPE_CHECKING:
     from engine.store._base import TaskStore
@@ -23,12 +24,6 @@ if TYPE_CHECKING:
 GRANT_MAX = 64
 _BACKOFF_START_MS = 250
 _BACKOFF_MAX_MS = 5_000
-
-
-def _check_depth(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{what} must be an integer >= 1, got {value!r}")
-    return value
 
 
 class QueueGate:
@@ -53,12 +48,12 @@ class QueueGate:
             for queue, limit in max_queue_depth.items():
                 if not isinstance(queue, str) or not queue:
                     raise ValueError(f"max_queue_depth keys must be queue names, got {queue!r}")
-                limits[queue] = _check_depth(limit, f"max_queue_depth[{queue!r}]")
+                limits[queue] = at_least(limit, f"max_queue_depth[{queue!r}]", 1)
             self._limits: dict[str, int] | None = limits
             self._default: int | None = None
         else:
             self._limits = None
-            self._default = _check_depth(max_queue_depth, "max_queue_depth")
+            self._default = at_least(max_queue_depth, "max_queue_depth", 1)
         if (
             isinstance(max_queue_wait_ms, bool)
             or not isinstance(max_queue_wait_ms, int)

@@ -15,17 +15,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine._models import TERMINAL_STATUSES
+from engine._rules import at_least
 
 if TYPE_CHECKING:
     from engine.store._base import TaskStore
 
 OnRetentionError = Callable[[BaseException], Any]
-
-
-def _check_int(value: object, what: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{what} must be an integer >= {minimum}, got {value!r}")
-    return value
 
 
 def _check_filter(value: object, what: str) -> None:
@@ -47,7 +42,7 @@ class RetentionRule:
     name: str | None = None
 
     def __post_init__(self) -> None:
-        _check_int(self.older_than_ms, "older_than_ms", 0)
+        at_least(self.older_than_ms, "older_than_ms", 0)
         _check_filter(self.queue, "queue")
         _check_filter(self.name, "name")
         if self.status is not None and self.status not in TERMINAL_STATUSES:
@@ -82,8 +77,8 @@ class Retention:
         self.rules: tuple[RetentionRule, ...] = _rules_of(older_than_ms)
         if not self.rules:
             raise ValueError("retention needs at least one rule")
-        self.interval_ms = _check_int(interval_ms, "interval_ms", 1)
-        self.limit = _check_int(limit, "limit", 1)
+        self.interval_ms = at_least(interval_ms, "interval_ms", 1)
+        self.limit = at_least(limit, "limit", 1)
         self.on_error = on_error
 
     def __repr__(self) -> str:

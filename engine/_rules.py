@@ -44,10 +44,17 @@ NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 def integer(value: Any, field: str, *, minimum: int, maximum: int = INT64_MAX) -> int:
     """An ``int`` (not a bool) in ``[minimum, maximum]``."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{field} must be an integer, got {value!r}")
-    if not minimum <= value <= maximum:
-        raise ValueError(f"{field} must be between {minimum} and {maximum}, got {value}")
+        raise ValueError(f"{field} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{field} must be an integer >= {minimum}, got {value}")
+    if value > maximum:
+        raise ValueError(f"{field} must be at most {maximum}, got {value}")
     return value
+
+
+def at_least(value: Any, field: str, minimum: int) -> int:
+    """An integer >= ``minimum`` (a setting: a limit, an interval, a size)."""
+    return integer(value, field, minimum=minimum)
 
 
 def int32(value: Any, field: str, *, minimum: int = INT32_MIN) -> int:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 from engine._errors import TaskTimeout
 from engine._models import Task, TaskRef
+from engine._rules import at_least
 
 if TYPE_CHECKING:
     from engine.store._base import TaskStore
@@ -118,12 +119,6 @@ def next_poll_ms(interval: int, max_poll_ms: int) -> int:
     return min(max_poll_ms, max(interval + 1, interval * 3 // 2))
 
 
-def _check_ms(value: object, what: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{what} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
 def _clock(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M:%S.%f")[:-3] + "Z"
 
@@ -205,9 +200,9 @@ async def wait_for_task(
     subject = task_id if task_id is not None else key
     if not isinstance(subject, str) or not subject:
         raise ValueError(f"{'task_id' if key is None else 'key'} must be a non-empty string")
-    _check_ms(timeout_ms, "timeout_ms", 0)
-    _check_ms(poll_ms, "poll_ms", 1)
-    _check_ms(max_poll_ms, "max_poll_ms", 1)
+    at_least(timeout_ms, "timeout_ms", 0)
+    at_least(poll_ms, "poll_ms", 1)
+    at_least(max_poll_ms, "max_poll_ms", 1)
     probe: Callable[[str], Awaitable[TaskRef | None]] = (
         store.get_status if key is None else store.get_status_by_key
     )

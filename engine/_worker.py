@@ -26,11 +26,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 import orjson
 
 from engine._backoff import retry_delay_ms
+from engine._clock import now_ms
 from engine._context import TaskContext
 from engine._errors import LostLease, SerializationError, TaskError
 from engine._gate import QueueGate
 from engine._ids import new_worker_id
 from engine._models import Task, TaskDef
+from engine._rules import at_least, duration_ms
 
 if TYPE_CHECKING:
     from engine.store._base import Draw, TaskStore
@@ -47,18 +49,8 @@ _CLAIM_ERROR_SLEEP_S = 0.25
 _RECENT_REPORTS = 100
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _check_int(value: object, what: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{what} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
 def _optional_int(value: object, what: str, minimum: int) -> int | None:
-    return None if value is None else _check_int(value, what, minimum)
+    return None if value is None else at_least(value, what, minimum)
 
 
 # -- snapshots (ours: what the console shows) ----------------------------------------
@@ -381,7 +373,7 @@ class _Call:
         self.name = registration.name
         self.registration = registration
         self.contexts = contexts
-        self.started_at_ms = _now_ms()
+        self.started_at_ms = now_ms()
         leases = [c.task.lease_until_ms for c in contexts if c.task.lease_until_ms is not None]
         self.lease_until_ms: int | None = min(leases) if leases else None
         self.last_heartbeat_ms: int | None = None
@@ -561,7 +553,7 @@ def _leftovers(call: _Call) -> list[TaskContext]:
 
 def _report_of(exc: BaseException, phase: str, task_id: str | None) -> ErrorReport:
     return ErrorReport(
-        at_ms=_now_ms(),
+        at_ms=now_ms(),
         phase=phase,
         task_id=task_id,
         exception_type=type(exc).__name__,
@@ -624,21 +616,21 @@ class Worker:
                 raise ValueError(f"queue names must be non-empty strings, got {queue!r}")
         self._store = store
         self._queues = tuple(queues)
-        self._concurrency = _check_int(concurrency, "concurrency", 1)
-        self._lease_ms = _check_int(lease_ms, "lease_ms", 1)
+        self._concurrency = at_least(concurrency, "concurrency", 1)
+        self._lease_ms = duration_ms(lease_ms, "lease_ms", minimum=1)
         beat = _optional_int(heartbeat_interval_ms, "heartbeat_interval_ms", 1)
         self._heartbeat_ms = beat if beat is not None else max(50, lease_ms // 3)
-        self._poll_ms = _check_int(poll_interval_ms, "poll_interval_ms", 0)
+        self._poll_ms = at_least(poll_interval_ms, "poll_interval_ms", 0)
         self._claim_batch = _optional_int(claim_batch, "claim_batch", 1)
-        self._backoff_ms = _check_int(retry_backoff_ms, "retry_backoff_ms", 0)
-        self._backoff_max_ms = _check_int(retry_backoff_max_ms, "retry_backoff_max_ms", 0)
+        self._backoff_ms = at_least(retry_backoff_ms, "retry_backoff_ms", 0)
+        self._backoff_max_ms = at_least(retry_backoff_max_ms, "retry_backoff_max_ms", 0)
         self._max_run_ms = _optional_int(max_run_ms, "max_run_ms", 1)
         self._max_bytes = _optional_int(max_in_flight_bytes, "max_in_flight_bytes", 1)
         self._capacities: dict[str, int] = {}
         for resource, capacity in (resources or {}).items():
             if not isinstance(resource, str) or not resource:
                 raise ValueError(f"resource names must be non-empty strings, got {resource!r}")
-            self._capacities[resource] = _check_int(capacity, f"resources[{resource!r}]", 1)
+            self._capacities[resource] = at_least(capacity, f"resources[{resource!r}]", 1)
         if max_queue_depth is not None:
             store.set_queue_gate(QueueGate(max_queue_depth, max_queue_wait_ms))
         self._on_error = on_error
@@ -873,7 +865,7 @@ class Worker:
         Raises:
             ValueError: ``concurrency`` < 1.
         """
-        self._concurrency = _check_int(concurrency, "concurrency", 1)
+        self._concurrency = at_least(concurrency, "concurrency", 1)
         self._run_concurrency = None
         self._poke()
 
@@ -1077,7 +1069,7 @@ class Worker:
     def _polled(self, result: PollResult | None, lease_deadline: float) -> bool:
         """Record a claim session's outcome and start its calls; ``_claim``'s return."""
         self._polls += 1
-        self._last_poll_ms = _now_ms()
+        self._last_poll_ms = now_ms()
         if result is None:
             for stats in self._stats.values():
                 stats.offered, stats.claimed, stats.shortfall = None, 0, "nothing due"
@@ -1415,7 +1407,7 @@ class Worker:
                 if ctx.lease_expired:
                     ctx.mark_lost()
         else:
-            now = _now_ms()
+            now = now_ms()
             call.last_heartbeat_ms = now
             if reply:
                 call.lease_until_ms = now + self._lease_ms

@@ -1,5 +1,6 @@
 """Stores: one cairnq database each, every protocol operation, per dialect."""
 
+from engine._redaction import redact_dsn
 from engine.store._base import Draw, NewTask, Plan, TaskStore
 from engine.store._signals import Signals, WatchSignal
 from engine.store.postgres import PostgresStore
@@ -14,4 +15,5 @@ __all__ = [
     "Signals",
     "TaskStore",
     "WatchSignal",
+    "redact_dsn",
 ]

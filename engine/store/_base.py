@@ -699,40 +699,99 @@ class TaskStore(abc.ABC):
 
     @staticmethod
     def task_from_row(row: Mapping[str, Any], *, decoded_json: bool = False) -> Task:
-        """Build a ``Task`` from a full row (JSON as text unless ``decoded_json``)."""
+        """Build a ``Task`` from a full row keyed by column (JSON as text unless
+        ``decoded_json``)."""
+        return task_from_values([row[column] for column in ROW_COLUMNS], decoded_json=decoded_json)
 
-        def js(value: Any) -> Any:
-            return value if decoded_json else _json.loads(value)
 
-        def ms(value: Any) -> int | None:
-            return None if value is None else int(value)
+#: ``cairnq_tasks``' columns in the order ``select *`` returns them (§1.5).
+ROW_COLUMNS = (
+    "id",
+    "name",
+    "queue",
+    "status",
+    "payload",
+    "result",
+    "error",
+    "metadata",
+    "progress",
+    "message",
+    "attempt",
+    "max_attempts",
+    "priority",
+    "worker_id",
+    "lease_until_ms",
+    "run_at_ms",
+    "cancel_requested_at_ms",
+    "parent_id",
+    "root_id",
+    "correlation_id",
+    "created_at_ms",
+    "updated_at_ms",
+    "completed_at_ms",
+)
 
-        metadata = js(row["metadata"])
-        return Task(
-            id=row["id"],
-            name=row["name"],
-            queue=row["queue"],
-            status=row["status"],
-            payload=js(row["payload"]),
-            metadata=metadata if isinstance(metadata, dict) else {},
-            result=js(row["result"]),
-            error=js(row["error"]),
-            progress=row["progress"],
-            message=row["message"],
-            attempt=int(row["attempt"]),
-            max_attempts=int(row["max_attempts"]),
-            priority=int(row["priority"]),
-            worker_id=row["worker_id"],
-            lease_until_ms=ms(row["lease_until_ms"]),
-            run_at_ms=int(row["run_at_ms"]),
-            cancel_requested_at_ms=ms(row["cancel_requested_at_ms"]),
-            parent_id=row["parent_id"],
-            root_id=row["root_id"],
-            correlation_id=row["correlation_id"],
-            created_at_ms=int(row["created_at_ms"]),
-            updated_at_ms=int(row["updated_at_ms"]),
-            completed_at_ms=ms(row["completed_at_ms"]),
-        )
+
+def _ms(value: Any) -> int | None:
+    # Some drivers return bigint as text (§2.2): every *_ms column becomes an int.
+    return None if value is None else int(value)
+
+
+def task_from_values(row: Sequence[Any], *, decoded_json: bool = False) -> Task:
+    """Build a ``Task`` from a full row in ``ROW_COLUMNS`` order, for both dialects."""
+    (
+        task_id,
+        name,
+        queue,
+        status,
+        payload,
+        result,
+        error,
+        metadata,
+        progress,
+        message,
+        attempt,
+        max_attempts,
+        priority,
+        worker_id,
+        lease_until_ms,
+        run_at_ms,
+        cancel_requested_at_ms,
+        parent_id,
+        root_id,
+        correlation_id,
+        created_at_ms,
+        updated_at_ms,
+        completed_at_ms,
+    ) = row
+    if not decoded_json:
+        payload, result, error = _json.loads(payload), _json.loads(result), _json.loads(error)
+        metadata = _json.loads(metadata)
+    return Task(
+        id=task_id,
+        name=name,
+        queue=queue,
+        status=status,
+        payload=payload,
+        metadata=metadata if isinstance(metadata, dict) else {},
+        result=result,
+        error=error,
+        progress=progress,
+        message=message,
+        attempt=int(attempt),
+        max_attempts=int(max_attempts),
+        priority=int(priority),
+        worker_id=worker_id,
+        lease_until_ms=_ms(lease_until_ms),
+        run_at_ms=int(run_at_ms),
+        cancel_requested_at_ms=_ms(cancel_requested_at_ms),
+        parent_id=parent_id,
+        root_id=root_id,
+        correlation_id=correlation_id,
+        created_at_ms=int(created_at_ms),
+        updated_at_ms=int(updated_at_ms),
+        completed_at_ms=_ms(completed_at_ms),
+    )
 
 
 def encode_error(error: Mapping[str, Any], retryable: bool) -> str:

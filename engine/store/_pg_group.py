@@ -29,6 +29,8 @@ from typing import Any, TypeVar
 
 import psycopg
 
+from engine._aio import resolve
+
 T = TypeVar("T")
 Conn = psycopg.AsyncConnection[dict[str, Any]]
 Row = dict[str, Any] | None
@@ -47,16 +49,8 @@ class _Write:
     future: asyncio.Future[Row]
 
 
-def _answer(future: asyncio.Future[Row], outcome: Row | BaseException) -> None:
-    if future.done():  # the caller was cancelled; its write still landed (or not)
-        return
-    if isinstance(outcome, BaseException):
-        future.set_exception(outcome)
-    else:
-        future.set_result(outcome)
-
-
-def _lost(conn: Conn, exc: BaseException) -> bool:
+def lost(conn: Conn, exc: BaseException) -> bool:
+    """True if ``exc`` came with the loss of ``conn`` (the outcome is then unknown)."""
     return isinstance(exc, psycopg.OperationalError) and (conn.broken or conn.closed)
 
 
@@ -104,14 +98,14 @@ class WriteGroup:
                 outcomes = await self._run(self._shared(batch))
         except Exception as exc:
             for w in batch:
-                _answer(w.future, exc)
+                resolve(w.future, exc)
             return
         except BaseException:
             for w in batch:  # cancelled with the loop: so are the callers
                 w.future.cancel()
             raise
         for w, outcome in zip(batch, outcomes, strict=True):
-            _answer(w.future, outcome)
+            resolve(w.future, outcome)
 
     @staticmethod
     def _single(w: _Write) -> Callable[[Conn], Awaitable[Row]]:
@@ -133,7 +127,7 @@ class WriteGroup:
                         cursors[i] = await conn.execute(batch[i].sql, batch[i].params)
                 return [await cursors[i].fetchone() for i in range(len(batch))]
             except Exception as exc:
-                if _lost(conn, exc):
+                if lost(conn, exc):
                     raise
             # Rolled back as a whole: each write alone, as if never grouped.
             return [await self._alone(conn, w) for w in batch]
@@ -145,6 +139,6 @@ class WriteGroup:
         try:
             return await (await conn.execute(w.sql, w.params)).fetchone()
         except Exception as exc:
-            if _lost(conn, exc):
+            if lost(conn, exc):
                 raise
             return exc

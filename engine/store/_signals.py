@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from engine._aio import call_on_loop
+
 SignalReason = Literal["queued", "done", "poll"]
 
 
@@ -38,14 +40,7 @@ class _Waiter:
         self.event = asyncio.Event()
 
     def set(self) -> None:
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self.loop:
-            self.event.set()
-        elif not self.loop.is_closed():
-            self.loop.call_soon_threadsafe(self.event.set)
+        call_on_loop(self.loop, self.event.set)
 
 
 _shared: weakref.WeakValueDictionary[str, Signals] = weakref.WeakValueDictionary()

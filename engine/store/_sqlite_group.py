@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import random
 import sqlite3
 import threading
@@ -31,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine._aio import call_on_loop, resolve
 from engine.store import _sqlite_sync as sync
 
 #: Batches per drain before it yields the thread to other queued work (a claim
@@ -61,12 +61,7 @@ class Write:
 
 def _settle(pairs: Sequence[tuple[asyncio.Future[Result], sync.Outcome]]) -> None:
     for future, outcome in pairs:
-        if future.done():  # the caller was cancelled; its write still landed
-            continue
-        if isinstance(outcome, BaseException):
-            future.set_exception(outcome)
-        else:
-            future.set_result(outcome)
+        resolve(future, outcome)
 
 
 class GroupCommit:
@@ -217,17 +212,8 @@ class GroupCommit:
 
     @staticmethod
     def _answer(items: Sequence[Write], outcomes: Sequence[sync.Outcome]) -> None:
-        try:
-            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Result], Any]]] = {}
         for w, outcome in zip(items, outcomes, strict=True):
             by_loop.setdefault(w.future.get_loop(), []).append((w.future, outcome))
         for loop, pairs in by_loop.items():
-            if loop is running:
-                _settle(pairs)
-                continue
-            # One wakeup per loop per batch, not one per caller.
-            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
-                loop.call_soon_threadsafe(_settle, pairs)
+            call_on_loop(loop, _settle, pairs)  # one wakeup per loop per batch

@@ -25,7 +25,6 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 import psycopg
@@ -44,6 +43,7 @@ from engine._errors import (
     StoreUnavailable,
 )
 from engine._models import LIVE_STATUSES, Task, TaskRef
+from engine._redaction import redact_dsn
 from engine._sql import migrations, specialise, statement, to_pyformat
 from engine.store._base import (
     LEASE_EXPIRED_JSON,
@@ -51,7 +51,7 @@ from engine.store._base import (
     Plan,
     TaskStore,
 )
-from engine.store._pg_group import WriteGroup
+from engine.store._pg_group import WriteGroup, lost
 from engine.store._pg_listener import Listener
 
 T = TypeVar("T")
@@ -114,21 +114,6 @@ class CompletingClaim(Generic[T]):
     #: Why the claim part failed (the completions were then written alone).
     claim_error: Exception | None
     recovered: list[Task] = field(default_factory=list)
-
-
-def redact_dsn(dsn: str) -> str:
-    """The DSN with any password replaced by ``***`` (URL or key=value form)."""
-    if "://" in dsn:
-        parts = urlsplit(dsn)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, host = netloc.rsplit("@", 1)
-            if ":" in userinfo:
-                userinfo = userinfo.split(":", 1)[0] + ":***"
-            netloc = f"{userinfo}@{host}"
-        query = re.sub(r"(?i)(^|&)password=[^&]*", r"\1password=***", parts.query)
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    return re.sub(r"(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn)
 
 
 class PostgresStore(TaskStore):
@@ -797,7 +782,7 @@ class PostgresStore(TaskStore):
                         committed = True
                 confirmed = True
             except Exception as exc:
-                if _lost(conn, exc):
+                if lost(conn, exc):
                     raise
                 if not confirmed:
                     # Nothing of the transaction was committed: close it and
@@ -975,10 +960,6 @@ def _most_recent_first(pool: AsyncConnectionPool[Conn]) -> None:
     idle = getattr(pool, "_pool", None)
     if type(idle) is deque:
         pool._pool = _MostRecentFirst(idle)
-
-
-def _lost(conn: Conn, exc: BaseException) -> bool:
-    return isinstance(exc, psycopg.OperationalError) and (conn.broken or conn.closed)
 
 
 async def _abort(conn: Conn) -> None:

@@ -61,6 +61,7 @@ from engine.store._base import (
     NewTask,
     Plan,
     TaskStore,
+    task_from_values,
 )
 from engine.store._sqlite_commits import CommitWatch
 from engine.store._sqlite_group import GroupCommit, backoff
@@ -86,32 +87,7 @@ def _is_memory(path: str) -> bool:
 
 def _task(row: Sequence[Any]) -> Task:
     """A ``Task`` from a ``select *`` row (columns in the §1.5 order)."""
-    metadata = _json.loads(row[7])
-    return Task(
-        id=row[0],
-        name=row[1],
-        queue=row[2],
-        status=row[3],
-        payload=_json.loads(row[4]),
-        result=_json.loads(row[5]),
-        error=_json.loads(row[6]),
-        metadata=metadata if isinstance(metadata, dict) else {},
-        progress=row[8],
-        message=row[9],
-        attempt=row[10],
-        max_attempts=row[11],
-        priority=row[12],
-        worker_id=row[13],
-        lease_until_ms=row[14],
-        run_at_ms=row[15],
-        cancel_requested_at_ms=row[16],
-        parent_id=row[17],
-        root_id=row[18],
-        correlation_id=row[19],
-        created_at_ms=row[20],
-        updated_at_ms=row[21],
-        completed_at_ms=row[22],
-    )
+    return task_from_values(row)
 
 
 def _first_task(rows: sync.Rows) -> Task | None:

@@ -17,8 +17,9 @@ import pytest
 
 from cairnq_tui import __version__
 from cairnq_tui.cli import main
-from cairnq_tui.target import check_target, parse_target, redact
+from cairnq_tui.target import check_target, parse_target
 from engine import PostgresStore
+from engine.store import redact_dsn
 
 SCRIPT = Path(sys.executable).with_name("cairnq-tui")
 
@@ -117,8 +118,14 @@ def test_the_default_target_is_created_with_a_notice(
 
 
 def test_passwords_are_redacted() -> None:
-    assert redact("postgresql://bob:s3cret@db:5432/x") == "postgresql://bob:***@db:5432/x"
-    assert redact("host=db password=s3cret dbname=x") == "host=db password=*** dbname=x"
+    assert redact_dsn("postgresql://bob:s3cret@db:5432/x") == "postgresql://bob:***@db:5432/x"
+    assert redact_dsn("host=db password=s3cret dbname=x") == "host=db password=*** dbname=x"
+    # A password containing '@' is hidden whole, in the console's title too.
+    dsn = "postgresql://u:p@ss@h/db"
+    assert (
+        redact_dsn(f"cannot open {dsn}: refused") == "cannot open postgresql://u:***@h/db: refused"
+    )
+    assert parse_target(dsn).display == "postgresql://u:***@h/db"
     assert parse_target("postgres://bob:s3cret@h/x").display == "postgres://bob:***@h/x"
 
 
