@@ -6,31 +6,13 @@ cancel wins, a lost or expired lease settles nothing — on both dialects.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
-from engine import LostLease, PostgresStore, SQLiteStore, Task, TaskStore
+from engine import LostLease, Task, TaskStore
 
 W = "worker_A"
 OTHER = "worker_B"
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
-    s: TaskStore
-    if request.param == "sqlite":
-        s = SQLiteStore(tmp_path / "q.db")
-    else:
-        s = PostgresStore(
-            request.getfixturevalue("pg_dsn"),
-            schema=request.getfixturevalue("pg_schema"),
-            max_size=2,
-        )
-    await s.connect()
-    yield s
-    await s.close()
 
 
 async def _claimed(store: TaskStore, queue: str, worker: str, lease_ms: int = 30_000) -> Task:

@@ -6,33 +6,12 @@ the Inspector's answers against what those operations returned.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from engine import CappedCount, Inspector, TaskFilter
 from engine._inspect import normalise_id_prefix, prefix_range
 from engine._sql import statement_names
 from engine.store import TaskStore
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
-    if request.param == "sqlite":
-        from engine.store.sqlite import SQLiteStore
-
-        s: TaskStore = SQLiteStore(tmp_path / "tasks.db")
-    else:
-        from engine.store.postgres import PostgresStore
-
-        dsn = request.getfixturevalue("pg_dsn")
-        s = PostgresStore(dsn, schema=request.getfixturevalue("pg_schema"))
-    await s.connect()
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 async def fill(store: TaskStore) -> dict[str, list[str]]:

@@ -11,12 +11,11 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 
 import pytest
+from store_support import DIALECTS as DIALECTS  # shared with the store suite
 
 from engine import CairnQ, Task, TaskStore
 from engine.store.postgres import PostgresStore
 from engine.store.sqlite import SQLiteStore
-
-DIALECTS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> TaskStore:
