@@ -49,7 +49,9 @@ class Database:
     def twin(self) -> TaskStore:
         """Another, unconnected store on the same database (another handle)."""
         if self.sqlite_path is not None:
-            return SQLiteStore(self.sqlite_path)
+            # The path as a string where the fixture used a Path: one database
+            # however it is spelled.
+            return SQLiteStore(str(self.sqlite_path))
         return PostgresStore(str(self.dsn), schema=self.schema, max_size=4)
 
     def snapshot(self) -> list[list[tuple[Any, ...]]]:
