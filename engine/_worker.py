@@ -28,7 +28,7 @@ import orjson
 from engine._backoff import retry_delay_ms
 from engine._clock import now_ms
 from engine._context import TaskContext
-from engine._errors import LostLease, SerializationError, TaskError
+from engine._errors import LostLease, SerializationError, StoreUnavailable, TaskError
 from engine._gate import QueueGate
 from engine._ids import new_worker_id
 from engine._models import Task, TaskDef
@@ -520,6 +520,11 @@ class _Completions:
                     task_ids=task_ids, worker_id=self._worker_id
                 )
         except Exception as exc:
+            if len(task_ids) > 1 and not isinstance(exc, StoreUnavailable):
+                # One task's row may have failed the statement all of them
+                # shared: write each alone, so only its caller gets the error.
+                await self._write_apart(pending)
+                return
             for _, future, _ in pending:
                 if not future.done():
                     future.set_exception(exc)
@@ -531,6 +536,32 @@ class _Completions:
         for _, future, _ in pending:
             if not future.done():  # a cancelled caller's write landed all the same
                 future.set_result(settled)
+
+    async def _write_apart(
+        self, pending: list[tuple[list[str], asyncio.Future[set[str]], _Call | None]]
+    ) -> None:
+        """Each task's completion on its own; a caller fails only if one of its own did."""
+        try:
+            for task_ids, future, _ in pending:
+                settled: set[str] = set()
+                error: Exception | None = None
+                for task_id in task_ids:
+                    try:
+                        settled |= await self._store.complete_many(
+                            task_ids=[task_id], worker_id=self._worker_id
+                        )
+                    except Exception as exc:
+                        error = error or exc
+                if future.done():
+                    continue
+                if error is not None:
+                    future.set_exception(error)
+                else:
+                    future.set_result(settled)
+        except BaseException:
+            for _, future, _ in pending:
+                future.cancel()
+            raise
 
 
 def _leftovers(call: _Call) -> list[TaskContext]:
@@ -1394,13 +1425,10 @@ class Worker:
         live = call.live()
         if not live:
             return
+        failed: set[str] = set()
         try:
             sent = time.monotonic()
-            reply = await self._store.heartbeat_batch(
-                task_ids=[c.task_id for c in live],
-                worker_id=self._worker_id,
-                lease_ms=self._lease_ms,
-            )
+            reply = await self._beat_each(live, failed)
         except Exception as exc:
             self._report(exc, "execute", live[0].task_id)
             for ctx in live:
@@ -1415,11 +1443,39 @@ class Worker:
                 if ctx.task_id in reply:
                     ctx.extend_lease(sent + self._lease_ms / 1000)
                     ctx.observe_cancel(reply[ctx.task_id])
+                elif ctx.task_id in failed:
+                    if ctx.lease_expired:  # as when the whole batch fails
+                        ctx.mark_lost()
                 elif not ctx.settled:
                     # Absent and still unsettled after the reply: the lease is gone.
                     ctx.mark_lost()
         if call.call_id in self._calls and not call.abandoned and call.live():
             self._arm_heartbeat(call)
+
+    async def _beat_each(self, live: list[TaskContext], failed: set[str]) -> dict[str, bool]:
+        """One ``heartbeat_batch`` for the call's leases; if its statement fails (the
+        connection aside), each lease alone, so one task's refused row costs only
+        its own renewal. The ids whose renewal raised are added to ``failed``."""
+        ids = [ctx.task_id for ctx in live]
+        try:
+            return await self._store.heartbeat_batch(
+                task_ids=ids, worker_id=self._worker_id, lease_ms=self._lease_ms
+            )
+        except Exception as exc:
+            if len(ids) == 1 or isinstance(exc, StoreUnavailable):
+                raise
+        reply: dict[str, bool] = {}
+        for task_id in ids:
+            try:
+                reply.update(
+                    await self._store.heartbeat_batch(
+                        task_ids=[task_id], worker_id=self._worker_id, lease_ms=self._lease_ms
+                    )
+                )
+            except Exception as exc:
+                self._report(exc, "execute", task_id)
+                failed.add(task_id)
+        return reply
 
     # -- entry points ---------------------------------------------------------------------
 

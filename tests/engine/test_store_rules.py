@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 from store_support import Database
+from worker_support import finished
 
-from engine import CairnQ, LostLease, SerializationError, Task, TaskError, TaskStore
+from engine import CairnQ, LostLease, SerializationError, Task, TaskError, TaskStore, Worker
 from engine.store import _sqlite_sync
 from engine.store.postgres import PostgresStore
 
@@ -432,3 +433,72 @@ async def test_postgres_group_member_the_driver_cannot_send_fails_alone(
     assert outcomes[:5] == [{"id": t.id} for t in tasks[:5]]
     messages = {t.id: (await store.get(t.id)).message for t in tasks}  # type: ignore[union-attr]
     assert list(messages.values()) == ["fine"] * 5 + [None]
+
+
+async def test_a_completion_the_database_refuses_fails_only_itself_in_the_worker(
+    store: TaskStore, database: Database
+) -> None:
+    """The worker's shared ``complete_many`` is a group too: split when it fails."""
+    i_is_3 = {
+        "sqlite": "json_extract(new.payload, '$.i') = 3",
+        "postgres": "new.payload->>'i' = '3'",
+    }[database.dialect]
+    refuse(database, "update", f"new.status = 'succeeded' and {i_is_3}")
+    worker = Worker(store, ["default"], poll_interval_ms=20, concurrency=8)
+    gate = asyncio.Event()
+    started = 0
+
+    @worker.task
+    async def job(ctx: Any) -> None:
+        nonlocal started
+        started += 1
+        await asyncio.wait_for(gate.wait(), 5)  # all eight return in one loop pass
+
+    ids = [(await store.submit(name="job", payload={"i": i})).id for i in range(8)]
+    async with worker.background():
+        while started < 8:
+            await asyncio.sleep(0.005)
+        gate.set()
+        done = await finished(store, ids[:3] + ids[4:])
+        assert [t.status for t in done] == ["succeeded"] * 7
+        refused = await store.get(ids[3])
+        assert refused is not None and refused.status == "running"
+        assert any("refused by trigger" in r.message for r in worker.snapshot().recent_errors)
+
+
+async def test_a_heartbeat_the_database_refuses_fails_only_itself_in_the_worker(
+    store: TaskStore, database: Database
+) -> None:
+    """The worker's ``heartbeat_batch`` for a batch call is a group: split when it fails."""
+    i_is_1 = {
+        "sqlite": "json_extract(new.payload, '$.i') = 1",
+        "postgres": "new.payload->>'i' = '1'",
+    }[database.dialect]
+    refuse(database, "update", f"old.status = 'running' and new.status = 'running' and {i_is_1}")
+    worker = Worker(
+        store, ["default"], poll_interval_ms=20, lease_ms=10_000, heartbeat_interval_ms=30
+    )
+    seen: dict[str, Any] = {}
+
+    @worker.task(batch=3)
+    async def three(ctxs: Any) -> None:
+        by_i = {c.payload["i"]: c for c in ctxs}
+        seen["contexts"] = by_i
+        claimed = {i: (await store.get(c.task_id)).lease_until_ms for i, c in by_i.items()}  # type: ignore[union-attr]
+        seen["claimed"] = claimed
+        deadline = asyncio.get_running_loop().time() + 5
+        while True:  # until a beat renewed 0 and 2 (or the deadline says it never will)
+            now = {i: (await store.get(c.task_id)).lease_until_ms for i, c in by_i.items()}  # type: ignore[union-attr]
+            if now[0] != claimed[0] and now[2] != claimed[2]:
+                break
+            assert asyncio.get_running_loop().time() < deadline, now
+            await asyncio.sleep(0.01)
+        seen["renewed"] = now
+
+    ids = [(await store.submit(name="three", payload={"i": i})).id for i in range(3)]
+    async with worker.background():
+        done = await finished(store, ids)
+    assert [t.status for t in done] == ["succeeded"] * 3
+    assert seen["renewed"][1] == seen["claimed"][1]  # its renewal alone was refused
+    assert [seen["contexts"][i].lost_lease for i in range(3)] == [False, False, False]
+    assert any("refused by trigger" in r.message for r in worker.snapshot().recent_errors)
