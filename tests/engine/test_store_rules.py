@@ -198,6 +198,42 @@ CASES: list[tuple[str, Call, type[Exception], str]] = [
 ]  # fmt: skip
 
 
+def client(method: str, *args: Any, **kwargs: Any) -> Call:
+    """A ``CairnQ`` method over the store (the client's own checks, then the store's)."""
+
+    async def call(s: TaskStore, seeded: Seeded) -> Any:
+        bound = [seeded.queued if a is QUEUED else a for a in args]
+        result = getattr(CairnQ(s), method)(*bound, **kwargs)
+        return await result if asyncio.iscoroutine(result) else result
+
+    return call
+
+
+QUEUED = object()  # stands for the seeded queued task's id
+
+CLIENT_CASES: list[tuple[str, Call, type[Exception], str]] = [
+    ("client submit name surrogate", client("submit", BAD_TEXT), V, "name"),
+    ("client submit priority 2**31", client("submit", "job", priority=2**31), V, "priority"),
+    ("client submit delay -1", client("submit", "job", delay_ms=-1), V, "delay_ms"),
+    ("client call payload nan", client("call", "job", {"x": NAN}), S, ""),
+    ("client get int", client("get", 5), V, "task_id"),
+    ("client get_status_by_key empty", client("get_status_by_key", ""), V, "key"),
+    ("client wait int", client("wait", 5), V, "task_id"),
+    ("client wait surrogate", client("wait", BAD_TEXT), V, "task_id"),
+    ("client wait timeout -1", client("wait", QUEUED, timeout_ms=-1), V, "timeout_ms"),
+    ("client wait poll 0", client("wait", QUEUED, poll_ms=0), V, "poll_ms"),
+    ("client wait max_poll 0", client("wait", QUEUED, max_poll_ms=0), V, "max_poll_ms"),
+    ("client wait_by_key empty", client("wait_by_key", ""), V, "key"),
+    ("client wait_by_key surrogate", client("wait_by_key", BAD_TEXT), V, "key"),
+    ("client list limit -1", client("list", limit=-1), V, "limit"),
+    ("client purge limit 0", client("purge", limit=0), V, "limit"),
+    ("client retry reset int", client("retry", QUEUED, reset_attempt=0), V, "reset_attempt"),
+    ("client queue_depth -1", client("queue_depth", "default", -1), V, "max_depth"),
+    ("client watch poll 0", client("watch", print, poll_ms=0), V, "poll_ms"),
+    ("client watch queues str", client("watch", print, queues="default"), V, "queues"),
+]
+
+
 async def seed(store: TaskStore) -> Seeded:
     """A keyed running task and a queued one: state every bad call could disturb."""
     running = await store.submit(name="job", key="k")
@@ -212,7 +248,7 @@ async def test_every_bad_argument_is_refused_alike_with_nothing_written(
     seeded = await seed(store)
     before = database.snapshot()
     problems = []
-    for case, call, expected, field in CASES:
+    for case, call, expected, field in CASES + CLIENT_CASES:
         try:
             await call(store, seeded)
         except Exception as exc:
