@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import builtins
 import contextlib
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -20,7 +21,7 @@ from engine import _json, _rules
 from engine._errors import SerializationError, UnsupportedBackend
 from engine._ids import new_task_id
 from engine._models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task, TaskRef
-from engine._sql import Dialect
+from engine._sql import Dialect, statement
 from engine.store._signals import Signals, WatchSignal
 
 T = TypeVar("T")
@@ -58,6 +59,28 @@ class NewTask:
     delay_ms: int
     key: str | None
     conflict: str
+
+
+#: What ``read_statement`` may run, on either dialect: these reads by name, and
+#: the Inspector's ``inspect_*`` statements (all of them reads). A list, not a
+#: look at the text: a Postgres claim starts with ``with`` and writes, and
+#: ``lock_key`` is a ``select`` that takes a lock.
+READ_STATEMENTS = frozenset(
+    {
+        "get",
+        "get_by_key",
+        "get_key",
+        "get_status",
+        "get_status_by_key",
+        "list",
+        "stats",
+        "queue_depth",
+        "claimable_probe",
+        "protocol_version",
+        "installations",
+    }
+)
+_INSPECT_STATEMENT = re.compile(r"^inspect_[a-z0-9_]+$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -665,6 +688,21 @@ class TaskStore(abc.ABC):
         the parameters that have a value (``engine._sql.specialise``). Used by
         ``engine.Inspector``; never by write paths.
         """
+
+    def read_statement_text(self, name: Any) -> str:
+        """The text of a statement ``read_statement`` may run on this dialect.
+
+        Raises:
+            ValueError: not a read-only statement, or none by that name here.
+        """
+        if not isinstance(name, str) or not (
+            name in READ_STATEMENTS or _INSPECT_STATEMENT.match(name)
+        ):
+            raise ValueError(f"{name!r} is not a read-only statement")
+        try:
+            return statement(self.dialect, name)
+        except FileNotFoundError:
+            raise ValueError(f"no {self.dialect} statement named {name!r}") from None
 
     # -- helpers for subclasses ---------------------------------------------------
 

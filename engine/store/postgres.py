@@ -79,22 +79,6 @@ _ROLLBACK = "rollback"
 # Wire-form detection (§2.2): do jsonb values arrive decoded or as JSON text?
 _JSON_PROBE = "select '\"cairnq\"'::jsonb as probe"
 
-_READ_STATEMENTS = frozenset(
-    {
-        "get",
-        "get_by_key",
-        "get_key",
-        "get_status",
-        "get_status_by_key",
-        "list",
-        "stats",
-        "queue_depth",
-        "claimable_probe",
-        "protocol_version",
-        "installations",
-    }
-)
-
 
 def _sql(name: str, active: frozenset[str] | None = None) -> str:
     text = statement("postgres", name)
@@ -582,8 +566,7 @@ class PostgresStore(TaskStore):
         Raises:
             ValueError: ``name`` is not a read-only statement of this dialect.
         """
-        if name not in _READ_STATEMENTS and not name.startswith("inspect_"):
-            raise ValueError(f"{name!r} is not a read-only Postgres statement")
+        self.read_statement_text(name)
         active = frozenset(k for k, v in params.items() if v is not None)
         return await self._fetch_all(name, params, active=active)
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import os
-import re
 import sqlite3
 import threading
 import time
@@ -69,7 +68,6 @@ from engine.store._sqlite_group import GroupCommit, backoff
 T = TypeVar("T")
 R = TypeVar("R")
 
-_STATEMENT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _STATISTICS_EVERY_S = 60.0
 #: Write transactions between two WAL checkpoints (see SQLiteStore._wrote).
 _CHECKPOINT_EVERY = 32
@@ -551,14 +549,7 @@ class SQLiteStore(TaskStore):
         Raises:
             ValueError: unknown name, or the statement is not a read.
         """
-        if not isinstance(name, str) or not _STATEMENT_NAME.match(name):
-            raise ValueError(f"invalid statement name {name!r}")
-        try:
-            text = _sql(name)
-        except FileNotFoundError:
-            raise ValueError(f"no SQLite statement named {name!r}") from None
-        if not text.lstrip().lower().startswith(("select", "with")):
-            raise ValueError(f"statement {name!r} is not a read")
+        text = self.read_statement_text(name)
         bound = dict(params)
         sql = specialise(text, frozenset(k for k, v in bound.items() if v is not None))
         if self._closed or self._conn is None:

@@ -166,6 +166,12 @@ CASES: list[tuple[str, Call, type[Exception], str]] = [
     ("draw limit -1", session_drawing(None, -1), V, "limit"),
     ("draw limit 2**63", session_drawing(None, 2**63), V, "limit"),
     ("draw names surrogate", session_drawing([BAD_TEXT], 1), V, "names"),
+    # named reads
+    ("read_statement write", call("read_statement", "cancel", {"id": "task_x"}), V, "statement"),
+    ("read_statement lock", call("read_statement", "lock_key", {"key": "k"}), V, "statement"),
+    ("read_statement int", call("read_statement", 5, {}), V, "statement"),
+    ("read_statement path", call("read_statement", "inspect_../get", {}), V, "statement"),
+    ("read_statement unknown", call("read_statement", "inspect_nope", {}), V, "statement"),
     # owned writes
     ("heartbeat task_id int", owned("heartbeat", task_id=5), V, "task_id"),
     ("heartbeat worker surrogate", owned("heartbeat", worker_id=BAD_TEXT), V, "worker_id"),
