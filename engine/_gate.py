@@ -1,9 +1,10 @@
-"""The backpressure gate (PROTOCOL.md §6.3): bound a queue's depth at submit time.
+"""Backpressure (PROTOCOL.md §6.3): a submit to a gated queue first needs headroom.
 
-The gate hangs on the store, not on the client, so every submit path passes it:
-``CairnQ.submit``, a worker's ``ctx.submit`` and a plain ``store.submit``. One
-``queue_depth`` probe buys a grant of up to 64 submits, which is what makes the
-limit soft: with N producers a queue may exceed it by as much as (N - 1) * 64.
+A ``QueueGate`` is attached to a store, so a client's submit, a handler's
+``ctx.submit`` and a bare ``store.submit`` all meet it. Headroom is bought in
+bulk: one ``queue_depth`` probe tops up an allowance of at most 64 submits, and
+the allowance is spent without further reads. The limit is therefore soft; N
+producers each holding an allowance can overshoot it by up to (N - 1) * 64 rows.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Mapping
+import weakref
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from engine._errors import QueueFull
@@ -22,12 +24,22 @@ if TYPE_CHECKING:
 
 #: Most submits one probe admits.
 GRANT_MAX = 64
-_BACKOFF_START_MS = 250
-_BACKOFF_MAX_MS = 5_000
+#: Pauses between probes that found no headroom: a short first look, then
+#: half as long again each time, never more than two seconds.
+_FIRST_PAUSE_S = 0.1
+_PAUSE_GROWTH = 1.5
+_LONGEST_PAUSE_S = 2.0
+
+
+def _pauses() -> Iterator[float]:
+    pause = _FIRST_PAUSE_S
+    while True:
+        yield pause
+        pause = min(pause * _PAUSE_GROWTH, _LONGEST_PAUSE_S)
 
 
 class QueueGate:
-    """Admit submits to gated queues while they have headroom.
+    """Per-queue depth limits, checked before a submit writes anything.
 
     Args:
         max_queue_depth: one limit for every queue (int), or limits for the named
@@ -63,20 +75,25 @@ class QueueGate:
                 f"max_queue_wait_ms must be an integer >= 0, got {max_queue_wait_ms!r}"
             )
         self.max_queue_wait_ms = max_queue_wait_ms
-        # Grants are shared by every loop that submits through this store; the
-        # in-flight probe is per loop (a future belongs to the loop that made it).
+        # The allowance (submits admitted without a probe) is one pool for the
+        # whole store, guarded by a thread lock. Refills are per event loop: each
+        # loop has one asyncio lock per queue, and a count of refills done, so a
+        # submit that queued behind someone else's refill uses it instead of
+        # probing again.
         self._lock = threading.Lock()
         self._grants: dict[str, int] = {}
-        self._probes: dict[tuple[int, str], asyncio.Future[None]] = {}
+        self._refills: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[str, _Refill]
+        ] = weakref.WeakKeyDictionary()
 
     def limit_for(self, queue: str) -> int | None:
-        """The depth limit of ``queue``, or None when it is not gated."""
+        """``queue``'s limit; None for a queue this gate leaves alone."""
         if self._limits is not None:
             return self._limits.get(queue)
         return self._default
 
     def grants(self) -> dict[str, int]:
-        """Submits each queue may still make without probing (for introspection)."""
+        """The allowance left per queue: submits that need no probe (a copy)."""
         with self._lock:
             return dict(self._grants)
 
@@ -89,40 +106,57 @@ class QueueGate:
             return True
 
     async def admit(self, store: TaskStore, queue: str) -> None:
-        """Return once a submit to ``queue`` may proceed.
+        """Spend one unit of ``queue``'s allowance, refilling it (and waiting) as needed.
 
         Raises:
-            QueueFull: no headroom appeared within ``max_queue_wait_ms``.
+            QueueFull: still no headroom after ``max_queue_wait_ms``; the
+                caller then writes nothing.
         """
         limit = self.limit_for(queue)
-        if limit is None:
+        if limit is None or self._take_grant(queue):
             return
-        started = time.monotonic()
-        backoff = _BACKOFF_START_MS
-        while True:
+        opened = time.monotonic()
+        budget_s = self.max_queue_wait_ms / 1000
+        refill = self._refill_for(queue)
+        for pause in _pauses():
+            await refill.run(lambda: self._probe(store, queue, limit))
             if self._take_grant(queue):
                 return
-            await self._shared_probe(store, queue, limit)
-            if self._take_grant(queue):
-                return
-            waited = int((time.monotonic() - started) * 1000)
-            if waited >= self.max_queue_wait_ms:
-                raise QueueFull(queue, limit, waited)
-            await asyncio.sleep(min(backoff, self.max_queue_wait_ms - waited) / 1000)
-            backoff = min(backoff * 2, _BACKOFF_MAX_MS)
+            spent_s = time.monotonic() - opened
+            if spent_s >= budget_s:
+                raise QueueFull(queue, limit, int(spent_s * 1000))
+            await asyncio.sleep(min(pause, budget_s - spent_s))
 
-    async def _shared_probe(self, store: TaskStore, queue: str, limit: int) -> None:
-        # Many submits stalled on one queue would otherwise each run a probe and
-        # each take a grant of the same headroom.
-        slot = (id(asyncio.get_running_loop()), queue)
-        probe = self._probes.get(slot)
-        if probe is None:
-            probe = asyncio.ensure_future(self._probe(store, queue, limit))
-            self._probes[slot] = probe
-            probe.add_done_callback(lambda _: self._probes.pop(slot, None))
-        await asyncio.shield(probe)
+    def _refill_for(self, queue: str) -> _Refill:
+        per_queue = self._refills.setdefault(asyncio.get_running_loop(), {})
+        refill = per_queue.get(queue)
+        if refill is None:
+            refill = per_queue[queue] = _Refill()
+        return refill
 
     async def _probe(self, store: TaskStore, queue: str, limit: int) -> None:
         headroom = await store.queue_depth(queue, limit)
         with self._lock:
             self._grants[queue] = min(headroom, GRANT_MAX)
+
+
+class _Refill:
+    """One queue's refills on one loop: a single probe at a time, shared by its waiters.
+
+    A waiter that had to queue for the lock while another waiter's probe ran
+    takes that probe as its own: the allowance it set is as fresh as any.
+    """
+
+    __slots__ = ("_done", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+        self._done = 0
+
+    async def run(self, probe: Callable[[], Awaitable[None]]) -> None:
+        seen = self._done
+        async with self._lock:
+            if self._done != seen:
+                return
+            await probe()
+            self._done += 1
