@@ -82,9 +82,9 @@ class QueueGate:
         # probing again.
         self._lock = threading.Lock()
         self._grants: dict[str, int] = {}
-        self._refills: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, dict[str, _Refill]
-        ] = weakref.WeakKeyDictionary()
+        self._refills: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Refill]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def limit_for(self, queue: str) -> int | None:
         """``queue``'s limit; None for a queue this gate leaves alone."""

@@ -12,7 +12,6 @@ import asyncio
 import itertools
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
@@ -203,59 +202,101 @@ async def wait_for_task(
     at_least(timeout_ms, "timeout_ms", 0)
     at_least(poll_ms, "poll_ms", 1)
     at_least(max_poll_ms, "max_poll_ms", 1)
-    probe: Callable[[str], Awaitable[TaskRef | None]] = (
-        store.get_status if key is None else store.get_status_by_key
-    )
-    read: Callable[[str], Awaitable[Task | None]] = store.get if key is None else store.get_by_key
     entry = _WaitEntry(kind, subject, key, timeout_ms)
     with _registry_lock:
         _registry[entry.wait_id] = entry
-    deadline = time.monotonic() + timeout_ms / 1000
-    interval = poll_ms
-    wake: asyncio.Task[bool] | None = None
+    follow = _Follow(store, entry, timeout_ms)
     try:
-        while True:
-            remaining = int((deadline - time.monotonic()) * 1000)
-            # Listen for the completion before probing: a task finishing between
-            # the probe and the sleep would otherwise cost a whole interval.
-            if entry.task_id is not None and remaining > 0:
-                wake = asyncio.ensure_future(
-                    store.task_done_wake(entry.task_id, min(interval, remaining))
-                )
-            ref: TaskRef | None
-            if known is not None:
-                ref, known = TaskRef(known.id, known.status), None
-            else:
-                ref = await probe(subject)
-            entry.observe(ref)
-            remaining = int((deadline - time.monotonic()) * 1000)
-            task = None
-            if ref is not None and (ref.is_terminal or remaining <= 0):
-                task = await read(subject)
-                if task is not None and task.is_terminal:
-                    return task
-            if remaining <= 0:
-                raise TaskTimeout(
-                    ref.id if ref is not None else subject,
-                    timeout_ms=timeout_ms,
-                    task=task,
-                    key=key,
-                    message=timeout_message(subject, key, timeout_ms, task),
-                )
-            nap = min(interval, remaining)
-            if wake is not None and ref is not None and ref.id == entry.task_id:
-                await wake
-            else:
-                if wake is not None:
-                    wake.cancel()
-                if ref is None:
-                    await asyncio.sleep(nap / 1000)
-                else:
-                    await store.task_done_wake(ref.id, nap)
-            wake = None
-            interval = next_poll_ms(interval, max_poll_ms)
+        return await follow.until_terminal(poll_ms, max_poll_ms, known)
     finally:
-        if wake is not None:
-            wake.cancel()
+        follow.disarm()
         with _registry_lock:
             _registry.pop(entry.wait_id, None)
+
+
+class _Follow:
+    """One wait's beats: look at the status, read the row when it matters, nap.
+
+    The nap is a completion wake-up from the store's signal hub, so a task
+    that finishes in this process (or, on Postgres, anywhere) ends it early.
+    The wake-up for the next nap is armed before the status look: a task
+    finishing between the look and the nap then still cuts the nap short.
+    """
+
+    __slots__ = ("_armed", "_armed_for", "_deadline", "_entry", "_store", "_timeout_ms")
+
+    def __init__(self, store: TaskStore, entry: _WaitEntry, timeout_ms: int) -> None:
+        self._store = store
+        self._entry = entry
+        self._timeout_ms = timeout_ms
+        self._deadline = time.monotonic() + timeout_ms / 1000
+        self._armed: asyncio.Future[bool] | None = None
+        self._armed_for: str | None = None
+
+    def _left_ms(self) -> int:
+        return int((self._deadline - time.monotonic()) * 1000)
+
+    async def _look(self) -> TaskRef | None:
+        subject, key = self._entry.subject, self._entry.key
+        if key is None:
+            return await self._store.get_status(subject)
+        return await self._store.get_status_by_key(subject)
+
+    async def _row(self) -> Task | None:
+        subject, key = self._entry.subject, self._entry.key
+        if key is None:
+            return await self._store.get(subject)
+        return await self._store.get_by_key(subject)
+
+    def _arm(self, nap_ms: int) -> None:
+        target = self._entry.task_id
+        if target is None or nap_ms <= 0:
+            return
+        self._armed_for = target
+        self._armed = asyncio.ensure_future(self._store.task_done_wake(target, nap_ms))
+
+    def disarm(self) -> None:
+        if self._armed is not None:
+            self._armed.cancel()
+        self._armed, self._armed_for = None, None
+
+    async def _nap(self, ref: TaskRef | None, nap_ms: int) -> None:
+        armed, armed_for = self._armed, self._armed_for
+        self._armed, self._armed_for = None, None
+        if armed is not None and ref is not None and ref.id == armed_for:
+            await armed
+            return
+        if armed is not None:
+            armed.cancel()
+        if ref is not None:
+            await self._store.task_done_wake(ref.id, nap_ms)
+        else:
+            # Nothing to listen for yet (an unknown id, a key that points nowhere).
+            await asyncio.sleep(nap_ms / 1000)
+
+    async def until_terminal(self, poll_ms: int, max_poll_ms: int, known: Task | None) -> Task:
+        entry = self._entry
+        interval = poll_ms
+        ahead = TaskRef(known.id, known.status) if known is not None else None
+        while True:
+            self._arm(min(interval, self._left_ms()))
+            ref, ahead = (ahead, None) if ahead is not None else (await self._look(), None)
+            entry.observe(ref)
+            left = self._left_ms()
+            last_read: Task | None = None
+            if ref is not None and (ref.is_terminal or left <= 0):
+                # The full row only when it can end the wait: a terminal look,
+                # or the deadline (so the timeout can say where the task stands).
+                last_read = await self._row()
+                if last_read is not None and last_read.is_terminal:
+                    return last_read
+            if left <= 0:
+                raise TaskTimeout(
+                    entry.subject if ref is None else ref.id,
+                    timeout_ms=self._timeout_ms,
+                    task=last_read,
+                    key=entry.key,
+                    message=timeout_message(entry.subject, entry.key, self._timeout_ms, last_read),
+                )
+            await self._nap(ref, min(interval, left))
+            interval = next_poll_ms(interval, max_poll_ms)
