@@ -107,57 +107,68 @@ class RetentionSweeper:
     def __init__(self, store: TaskStore, retention: Retention) -> None:
         self._store = store
         self._retention = retention
-        self._stopping = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._halt = asyncio.Event()
+        self._schedule: asyncio.Task[None] | None = None
 
     @property
     def running(self) -> bool:
-        return self._task is not None and not self._task.done()
+        return self._schedule is not None and not self._schedule.done()
 
     def start(self) -> None:
         """Schedule the sweeps on the running loop (idempotent)."""
-        if self._task is None:
-            self._stopping = asyncio.Event()
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        if self._schedule is not None:
+            return
+        self._halt = asyncio.Event()
+        self._schedule = asyncio.get_running_loop().create_task(self._every_interval())
 
     async def stop(self) -> None:
-        """Stop the schedule, waiting for a sweep in progress to reach a batch boundary."""
-        if self._task is None:
-            return
-        self._stopping.set()
-        task, self._task = self._task, None
-        await task
+        """End the schedule; a sweep under way finishes the batch it is deleting first."""
+        schedule, self._schedule = self._schedule, None
+        if schedule is not None:
+            self._halt.set()
+            await schedule
 
     async def sweep(self) -> int:
-        """Run every rule once, batch by batch; the number of rows deleted."""
-        deleted = 0
-        limit = self._retention.limit
-        for rule in self._retention.rules:
-            while not self._stopping.is_set():
-                ids = await self._store.purge(
-                    older_than_ms=rule.older_than_ms,
-                    queue=rule.queue,
-                    status=rule.status,
-                    name=rule.name,
-                    limit=limit,
-                )
-                deleted += len(ids)
-                if len(ids) < limit:
-                    break
-                await asyncio.sleep(0)  # let other work run between big batches
-        return deleted
+        """Apply each rule once, in batches of ``limit``; how many rows went."""
+        return sum([await self._apply(rule) for rule in self._retention.rules])
 
-    async def _run(self) -> None:
-        interval_s = self._retention.interval_ms / 1000
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), interval_s)
-            if self._stopping.is_set():
-                return
+    async def _apply(self, rule: RetentionRule) -> int:
+        """Purge ``rule``'s rows until a batch comes back short (or the sweeper halts)."""
+        batch = self._retention.limit
+        removed = 0
+        full = True
+        while full and not self._halt.is_set():
+            gone = await self._store.purge(
+                older_than_ms=rule.older_than_ms,
+                queue=rule.queue,
+                status=rule.status,
+                name=rule.name,
+                limit=batch,
+            )
+            removed += len(gone)
+            full = len(gone) == batch
+            if full:
+                await asyncio.sleep(0)  # a long backlog still lets the loop breathe
+        return removed
+
+    async def _every_interval(self) -> None:
+        period_s = self._retention.interval_ms / 1000
+        while not await self._halted_within(period_s):
             try:
                 await self.sweep()
             except Exception as exc:
-                hook = self._retention.on_error
-                if hook is not None:
-                    with contextlib.suppress(Exception):
-                        hook(exc)
+                self._tell(exc)
+
+    async def _halted_within(self, seconds: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._halt.wait(), seconds)
+        return self._halt.is_set()
+
+    def _tell(self, exc: Exception) -> None:
+        hook = self._retention.on_error
+        if hook is None:
+            return
+        try:
+            hook(exc)
+        except Exception:  # the hook's own failure must not end the schedule
+            return
