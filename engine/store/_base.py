@@ -323,13 +323,13 @@ class TaskStore(abc.ABC):
     async def stats(self, queue: str | None = None) -> dict[str, dict[str, int]]:
         """Counts per queue and status, zero-filled (§4.6)."""
         self._optional_text(queue, "queue")
-        rows = await self._stats(queue)
-        out: dict[str, dict[str, int]] = {}
-        if queue is not None:
-            out[queue] = dict.fromkeys(STATUSES, 0)
-        for q, status, count in rows:
-            out.setdefault(q, dict.fromkeys(STATUSES, 0))[status] = int(count)
-        return out
+        counted = await self._stats(queue)
+        # A named queue is reported even when empty; otherwise only queues with rows.
+        names = [queue] if queue is not None else list(dict.fromkeys(row[0] for row in counted))
+        table: dict[str, dict[str, int]] = {name: dict.fromkeys(STATUSES, 0) for name in names}
+        for name, status, count in counted:
+            table[name][status] = int(count)
+        return table
 
     @abc.abstractmethod
     async def _stats(self, queue: str | None) -> builtins.list[tuple[str, str, int]]:

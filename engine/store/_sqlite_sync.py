@@ -292,20 +292,32 @@ def transaction(
 
 
 def split_script(script: str) -> list[str]:
-    """Split a migration into statements without an implicitly committing runner."""
-    statements: list[str] = []
-    buffer = ""
-    for line in script.splitlines(keepends=True):
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            statements.append(buffer.strip())
-            buffer = ""
-    rest = "\n".join(
-        line for line in buffer.splitlines() if line.strip() and not line.lstrip().startswith("--")
-    )
-    if rest.strip():
-        raise ValueError(f"migration ends with an incomplete statement: {rest.strip()[:80]!r}")
-    return statements
+    """A migration's statements in order, to run inside a transaction we control.
+
+    (``executescript`` would commit on its own.) The script is cut only at a
+    ``;`` where ``sqlite3.complete_statement`` sees a whole statement, so a
+    ``;`` in a trigger body, a string literal or a comment stays inside.
+
+    Raises:
+        ValueError: text other than comments follows the last whole statement.
+    """
+    pieces: list[str] = []
+    begin = 0
+    semicolon = script.find(";")
+    while semicolon >= 0:
+        piece = script[begin : semicolon + 1]
+        if sqlite3.complete_statement(piece):
+            pieces.append(piece.strip())
+            begin = semicolon + 1
+        semicolon = script.find(";", semicolon + 1)
+    leftover = [
+        text
+        for text in (raw.strip() for raw in script[begin:].splitlines())
+        if text and not text.startswith("--")
+    ]
+    if leftover:
+        raise ValueError(f"migration ends with an incomplete statement: {leftover[0][:80]!r}")
+    return pieces
 
 
 def _table_exists(conn: sqlite3.Connection, name: str) -> bool:

@@ -370,3 +370,29 @@ async def test_statistics_bootstrap_lets_recovery_use_the_lease_index(sqlite_pat
             {"now_ms": 0, "lease_expired_error": "{}"},
         ).fetchall()
     assert any("cairnq_tasks_lease_idx" in row[-1] for row in plan), plan
+
+
+def test_split_script_cuts_only_at_whole_statements() -> None:
+    from engine.store._sqlite_sync import split_script
+
+    script = (
+        "-- a header; with a semicolon\n"
+        "create table t (x text default ';');\n"
+        "create trigger t_ai after insert on t begin\n"
+        "  update t set x = 'a;b' where rowid = new.rowid;\n"
+        "end;\n"
+        "-- a trailing comment\n"
+    )
+    pieces = split_script(script)
+    assert [p.splitlines()[-1] for p in pieces] == [
+        "create table t (x text default ';');",
+        "end;",
+    ]
+    assert pieces[0].startswith("-- a header")
+    conn = sqlite3.connect(":memory:")
+    for piece in pieces:
+        conn.execute(piece)
+    conn.execute("insert into t default values")
+    assert conn.execute("select x from t").fetchall() == [("a;b",)]
+    with pytest.raises(ValueError, match="incomplete statement"):
+        split_script("select 1;\nselect 2")
