@@ -1,7 +1,7 @@
 """Stores: one cairnq database each, every protocol operation, per dialect."""
 
 from engine._redaction import redact_dsn
-from engine.store._base import Draw, NewTask, Plan, TaskStore
+from engine.store._base import Draw, NewTask, Plan, StoreCapabilities, TaskStore
 from engine.store._signals import Signals, WatchSignal
 from engine.store.postgres import PostgresStore
 from engine.store.sqlite import SQLiteStore
@@ -13,6 +13,7 @@ __all__ = [
     "PostgresStore",
     "SQLiteStore",
     "Signals",
+    "StoreCapabilities",
     "TaskStore",
     "WatchSignal",
     "redact_dsn",

@@ -15,7 +15,7 @@ import contextlib
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from engine import _json, _rules
 from engine._errors import SerializationError, UnsupportedBackend
@@ -116,6 +116,18 @@ def claim_variant(queues: Sequence[str], names: Sequence[str] | None) -> tuple[s
     return variant, params
 
 
+@dataclass(frozen=True, slots=True)
+class StoreCapabilities:
+    """What a store offers beyond the protocol's operations, declared by its class.
+
+    The worker reads these flags rather than probing the store for methods.
+    """
+
+    #: ``claim_session_completing``: settle finished tasks and claim their
+    #: replacements in one transaction (one commit instead of two).
+    completing_claim: bool = False
+
+
 class TaskStore(abc.ABC):
     """One cairnq database (SQLite file or Postgres schema) and every protocol operation.
 
@@ -125,6 +137,7 @@ class TaskStore(abc.ABC):
     """
 
     dialect: Dialect
+    capabilities: ClassVar[StoreCapabilities] = StoreCapabilities()
     #: Postgres text and jsonb cannot hold U+0000; SQLite keeps it. The one
     #: difference in what a value may be that a dialect declares (engine._rules).
     text_refuses_nul = False

@@ -49,6 +49,7 @@ from engine.store._base import (
     LEASE_EXPIRED_JSON,
     NewTask,
     Plan,
+    StoreCapabilities,
     TaskStore,
 )
 from engine.store._pg_group import WriteGroup, lost
@@ -123,6 +124,7 @@ class PostgresStore(TaskStore):
     text_refuses_nul = True
 
     dialect = "postgres"
+    capabilities = StoreCapabilities(completing_claim=True)
 
     def __init__(
         self,

@@ -401,3 +401,15 @@ async def test_worker_on_its_own_loop_in_a_thread(
         worker.stop()
         await asyncio.to_thread(thread.join, 10)
     assert not thread.is_alive() and worker.snapshot().state == "stopped"
+
+
+def test_stores_declare_what_they_can_do() -> None:
+    import dataclasses
+
+    from engine.store import PostgresStore, SQLiteStore, StoreCapabilities, TaskStore
+
+    assert TaskStore.capabilities == StoreCapabilities()
+    assert PostgresStore.capabilities.completing_claim
+    assert not SQLiteStore.capabilities.completing_claim
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        PostgresStore.capabilities.completing_claim = False  # type: ignore[misc]
