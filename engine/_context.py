@@ -11,46 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from engine import _envelopes as envelopes
 from engine._backoff import retry_delay_ms
-from engine._errors import LostLease, TaskError
+from engine._errors import LostLease
 from engine._models import Task, TaskDef
 from engine._waits import DEFAULT_MAX_POLL_MS, DEFAULT_POLL_MS, DEFAULT_TIMEOUT_MS, wait_for_task
 
 if TYPE_CHECKING:
     from engine.store._base import TaskStore
-
-
-def error_envelope(error: object, retryable: bool) -> tuple[dict[str, Any], bool]:
-    """The envelope and retryability ``ctx.fail`` records for ``error``.
-
-    Text becomes a ``TaskError`` envelope; a ``TaskError`` keeps its own flag; any
-    other exception is a ``handler_error`` named after its class; a mapping is
-    taken as an envelope.
-    """
-    if isinstance(error, TaskError):
-        return error.envelope(), error.retryable
-    if isinstance(error, BaseException):
-        envelope = {
-            "type": type(error).__name__,
-            "code": "handler_error",
-            "message": str(error),
-            "retryable": retryable,
-            "details": {},
-        }
-        return envelope, retryable
-    if isinstance(error, Mapping):
-        envelope = dict(error)
-        envelope.setdefault("type", "TaskError")
-        envelope.setdefault("code", "task_error")
-        envelope.setdefault("message", "task failed")
-        envelope["retryable"] = retryable
-        envelope.setdefault("details", {})
-        return envelope, retryable
-    message = "task failed" if error is None else str(error)
-    return TaskError(message, retryable=retryable).envelope(), retryable
 
 
 class TaskContext:
@@ -218,6 +189,8 @@ class TaskContext:
         if message is not None and not isinstance(message, str):
             raise ValueError(f"message must be a string or None, got {message!r}")
         self._gate(settled_refuses=True)
+        if message is not None:
+            message = envelopes.legible(message)  # a lone surrogate, escaped visibly
         task = await self._owned(
             self._store.progress(
                 task_id=self.task_id,
@@ -303,7 +276,7 @@ class TaskContext:
         Raises:
             LostLease: the lease is lost.
         """
-        envelope, retry = error_envelope(error, retryable)
+        envelope, retry = envelopes.for_fail(error, retryable)
         base, cap = self._backoff
         delay = retry_delay_ms(self.attempt, base_ms=base, cap_ms=cap, retryable=retry)
         return await self._settle(

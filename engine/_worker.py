@@ -1,11 +1,12 @@
-"""The worker runtime (PROTOCOL.md §5): claim sessions with per-name quotas, calls,
-leases, settlement, budgets, and a snapshot of all of it for the console.
+"""The worker (PROTOCOL.md §5): the run loop that claims tasks and drives their calls.
 
-The run loop knows concurrency and lifecycle, never SQL: it talks to the store
-through ``claim_session`` (one probe, one recovery, then a draw per source inside
-one transaction), ``heartbeat_batch``, ``complete`` and ``fail``. Quota planning
-is a pure function of the worker's in-flight state (``plan_poll``), so what a poll
-offered each name, and why it got less, is recorded for ``Worker.snapshot()``.
+The loop knows concurrency and lifecycle, never SQL. Its parts live beside it:
+``_worker_plan`` decides how many tasks each name may take on a poll (pure),
+``_worker_calls`` invokes handlers and writes what became of them, and
+``_worker_snapshot`` holds the records ``Worker.snapshot()`` returns. A poll is
+one ``claim_session`` (probe, lease recovery, then a draw per source in one
+transaction); on a store that declares ``completing_claim`` the completions
+that free slots ride along with the claim that refills them.
 """
 
 from __future__ import annotations
@@ -17,33 +18,75 @@ import itertools
 import signal
 import threading
 import time
-import traceback
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
-import orjson
-
-from engine._backoff import retry_delay_ms
+from engine import _envelopes as envelopes
 from engine._clock import now_ms
 from engine._context import TaskContext
-from engine._errors import LostLease, SerializationError, StoreUnavailable, TaskError
+from engine._errors import LostLease, TaskError
 from engine._gate import QueueGate
 from engine._ids import new_worker_id
 from engine._models import Task, TaskDef
 from engine._rules import at_least, duration_ms
+from engine._worker_calls import (
+    Call,
+    Completions,
+    NameStats,
+    Settlement,
+    invoke,
+    leftovers,
+    renew_leases,
+)
+from engine._worker_plan import (
+    Handler,
+    InFlight,
+    PollResult,
+    Registration,
+    Source,
+    build_sources,
+    payload_bytes,
+    plan_poll,
+    runs_on_loop,
+    takes_payload,
+)
+from engine._worker_snapshot import (
+    CallSnapshot,
+    CallTaskSnapshot,
+    ErrorReport,
+    NameSnapshot,
+    ResourceHolder,
+    ResourceSnapshot,
+    Shortfall,
+    WorkerSnapshot,
+    WorkerState,
+    report_of,
+)
 
 if TYPE_CHECKING:
     from engine.store._base import Draw, TaskStore
+    from engine.store.postgres import PostgresStore
 
-Handler = Callable[..., Any]
+__all__ = [
+    "CallSnapshot",
+    "CallTaskSnapshot",
+    "ErrorReport",
+    "InFlight",
+    "NameSnapshot",
+    "ResourceHolder",
+    "ResourceSnapshot",
+    "Shortfall",
+    "Source",
+    "Worker",
+    "WorkerSnapshot",
+    "WorkerState",
+    "plan_poll",
+]
+
 #: A handler passed through ``Worker.task`` unchanged, its type kept for the caller.
 H = TypeVar("H", bound=Callable[..., Any])
 OnError = Callable[[BaseException, dict[str, Any]], Any]
-WorkerState = Literal["running", "paused", "draining", "stopped"]
-#: Why a name got fewer tasks than it was offered on the last poll.
-Shortfall = Literal["worker full", "own cap", "resource saturated", "claim batch", "nothing due"]
 
 _CLAIM_ERROR_SLEEP_S = 0.25
 _RECENT_REPORTS = 100
@@ -51,546 +94,6 @@ _RECENT_REPORTS = 100
 
 def _optional_int(value: object, what: str, minimum: int) -> int | None:
     return None if value is None else at_least(value, what, minimum)
-
-
-# -- snapshots (ours: what the console shows) ----------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorReport:
-    """One error the worker survived (``on_error``) or one handler failure."""
-
-    at_ms: int
-    phase: str
-    task_id: str | None
-    exception_type: str
-    message: str
-    traceback: str
-
-
-@dataclass(frozen=True, slots=True)
-class NameSnapshot:
-    """A registered name: its limits, what it runs, and how the last poll treated it.
-
-    ``offered`` is the quota in tasks the last poll offered (None before any
-    poll reached it), ``claimed`` what it got, ``shortfall`` why it got less or
-    was held back: "worker full", "own cap", "resource saturated", "claim batch"
-    or "nothing due" (None when nothing limited it).
-    """
-
-    name: str
-    batch: int | None
-    concurrency: int | None
-    resource: str | None
-    calls_in_flight: int
-    tasks_in_flight: int
-    offered: int | None
-    claimed: int
-    shortfall: Shortfall | None
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceHolder:
-    """A call holding one unit of a resource."""
-
-    call_id: int
-    name: str
-    task_ids: tuple[str, ...]
-    started_at_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceSnapshot:
-    """A declared resource: capacity, units held, and by which calls."""
-
-    name: str
-    capacity: int
-    held: int
-    holders: tuple[ResourceHolder, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class CallTaskSnapshot:
-    """One task inside an in-flight call."""
-
-    task_id: str
-    attempt: int
-    settled: bool
-    lost: bool
-    cancel_requested: bool
-    progress: float | None
-    message: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class CallSnapshot:
-    """One handler call in flight (a batch call carries several tasks)."""
-
-    call_id: int
-    name: str
-    task_ids: tuple[str, ...]
-    started_at_ms: int
-    lease_until_ms: int | None
-    last_heartbeat_ms: int | None
-    lost: bool
-    settled: bool
-    cancel_requested: bool
-    bytes: int
-    tasks: tuple[CallTaskSnapshot, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerSnapshot:
-    """The worker's state at one instant, read without any database round trip."""
-
-    worker_id: str
-    queues: tuple[str, ...]
-    state: WorkerState
-    concurrency_used: int
-    concurrency_limit: int
-    bytes_in_flight: int
-    max_in_flight_bytes: int | None
-    lease_ms: int
-    polls: int
-    last_poll_at_ms: int | None
-    tasks_claimed: int
-    names: tuple[NameSnapshot, ...]
-    resources: tuple[ResourceSnapshot, ...]
-    calls: tuple[CallSnapshot, ...]
-    recent_errors: tuple[ErrorReport, ...]
-    recent_failures: tuple[ErrorReport, ...]
-
-
-# -- registrations and quota planning --------------------------------------------------
-
-
-def _wants_payload(fn: Handler) -> bool:
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return True
-    kinds = inspect.Parameter
-    positional = [
-        p for p in params if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
-    ]
-    return len(positional) >= 2 or any(p.kind is kinds.VAR_POSITIONAL for p in params)
-
-
-def _is_async(fn: Handler) -> bool:
-    if inspect.iscoroutinefunction(fn):
-        return True
-    # A callable object is a handler too; its asyncness lives on __call__.
-    return inspect.iscoroutinefunction(type(fn).__call__)
-
-
-@dataclass(frozen=True, slots=True)
-class Registration:
-    """A handler and its limits, decided once at registration."""
-
-    name: str
-    fn: Handler
-    batch: int | None
-    concurrency: int | None
-    resource: str | None
-    is_async: bool
-    wants_payload: bool
-
-    @property
-    def draws_alone(self) -> bool:
-        return self.batch is not None or self.concurrency is not None or self.resource is not None
-
-
-@dataclass(frozen=True, slots=True)
-class Source:
-    """What one draw takes: a name drawing alone, or the names sharing a draw."""
-
-    names: tuple[str, ...]
-    batch: int
-    concurrency: int | None
-    resource: str | None
-
-
-def build_sources(registrations: Mapping[str, Registration]) -> tuple[Source, ...]:
-    """Names with batch, resource or their own concurrency draw alone; the rest share one."""
-    alone = [
-        Source((r.name,), r.batch or 1, r.concurrency, r.resource)
-        for r in registrations.values()
-        if r.draws_alone
-    ]
-    shared = tuple(r.name for r in registrations.values() if not r.draws_alone)
-    return tuple(alone) + ((Source(shared, 1, None, None),) if shared else ())
-
-
-@dataclass(frozen=True, slots=True)
-class InFlight:
-    """The slice of in-flight state quota planning reads."""
-
-    calls_by_name: Mapping[str, int]
-    calls_by_resource: Mapping[str, int]
-
-
-@dataclass(frozen=True, slots=True)
-class SourceQuota:
-    """A source's quota for one poll: calls it may start and what bound it."""
-
-    calls: int
-    bound: Shortfall | None
-
-
-def source_quota(
-    source: Source,
-    left: int,
-    in_flight: InFlight,
-    tally: Mapping[str, int],
-    capacities: Mapping[str, int],
-    claim_batch: int | None,
-) -> SourceQuota:
-    """The tightest applicable ceiling on a source's calls this poll (§5.3)."""
-    if left <= 0:
-        return SourceQuota(0, "worker full")
-    quota, bound = left, None
-    ceilings: list[tuple[int, Shortfall]] = []
-    if source.concurrency is not None:
-        own = source.concurrency - sum(in_flight.calls_by_name.get(n, 0) for n in source.names)
-        ceilings.append((own, "own cap"))
-    if source.resource is not None:
-        free = (
-            capacities[source.resource]
-            - in_flight.calls_by_resource.get(source.resource, 0)
-            - tally.get(source.resource, 0)
-        )
-        ceilings.append((free, "resource saturated"))
-    if claim_batch is not None:
-        ceilings.append((max(1, claim_batch // source.batch), "claim batch"))
-    for ceiling, why in ceilings:
-        if ceiling < quota:
-            quota, bound = ceiling, why
-    if bound is None and quota == left:
-        bound = "worker full"  # the worker's free slots were the binding limit
-    return SourceQuota(max(0, quota), bound)
-
-
-@dataclass(frozen=True, slots=True)
-class SourceOutcome:
-    """What one source was offered and got on a poll."""
-
-    source: Source
-    offered_tasks: int
-    claimed: int
-    shortfall: Shortfall | None
-
-
-@dataclass(slots=True)
-class PollResult:
-    """A claim session's plan output: calls to start and per-source accounting."""
-
-    calls: list[tuple[str, list[Task]]]
-    outcomes: list[SourceOutcome]
-
-
-def split_calls(
-    rows: Sequence[Task], batches: Mapping[str, int | None]
-) -> list[tuple[str, list[Task]]]:
-    """Group rows by name and chunk them by that name's batch (unbatched: one per call)."""
-    by_name: dict[str, list[Task]] = {}
-    for row in rows:
-        by_name.setdefault(row.name, []).append(row)
-    calls: list[tuple[str, list[Task]]] = []
-    for name, tasks in by_name.items():
-        size = batches.get(name) or 1
-        calls.extend((name, tasks[i : i + size]) for i in range(0, len(tasks), size))
-    return calls
-
-
-async def plan_poll(
-    draw: Draw,
-    sources: Sequence[Source],
-    start: int,
-    free: int,
-    in_flight: InFlight,
-    capacities: Mapping[str, int],
-    claim_batch: int | None,
-    batches: Mapping[str, int | None],
-) -> PollResult:
-    """One poll's draws, rotating the starting source (§5.3).
-
-    Pure apart from ``draw``: it reads a snapshot of in-flight state and returns
-    what to run, so a store may re-run it when it retries its transaction.
-    """
-    left = free
-    tally: dict[str, int] = {}
-    result = PollResult([], [])
-    count = len(sources)
-    for i in range(count):
-        source = sources[(start + i) % count]
-        quota = source_quota(source, left, in_flight, tally, capacities, claim_batch)
-        if quota.calls <= 0:
-            result.outcomes.append(SourceOutcome(source, 0, 0, quota.bound))
-            continue
-        wanted = quota.calls * source.batch
-        rows = await draw(list(source.names), wanted)
-        calls = split_calls(rows, batches)
-        left -= len(calls)
-        if source.resource is not None:
-            tally[source.resource] = tally.get(source.resource, 0) + len(calls)
-        shortfall = "nothing due" if len(rows) < wanted else quota.bound
-        result.outcomes.append(SourceOutcome(source, wanted, len(rows), shortfall))
-        result.calls.extend(calls)
-    return result
-
-
-def payload_bytes(payload: Any) -> int:
-    """UTF-8 length of the payload's compact JSON (non-ASCII unescaped); 0 if unmeasurable."""
-    try:
-        return len(orjson.dumps(payload))
-    except (TypeError, orjson.JSONEncodeError):
-        return 0
-
-
-# -- calls ----------------------------------------------------------------------
-
-
-class _Call:
-    """One handler call in flight and the bookkeeping the worker keeps for it."""
-
-    __slots__ = (
-        "abandoned",
-        "bytes",
-        "call_id",
-        "contexts",
-        "heartbeat",
-        "last_heartbeat_ms",
-        "lease_until_ms",
-        "name",
-        "registration",
-        "started_at_ms",
-    )
-
-    def __init__(
-        self, call_id: int, registration: Registration, contexts: list[TaskContext]
-    ) -> None:
-        self.call_id = call_id
-        self.name = registration.name
-        self.registration = registration
-        self.contexts = contexts
-        self.started_at_ms = now_ms()
-        leases = [c.task.lease_until_ms for c in contexts if c.task.lease_until_ms is not None]
-        self.lease_until_ms: int | None = min(leases) if leases else None
-        self.last_heartbeat_ms: int | None = None
-        self.heartbeat: asyncio.TimerHandle | None = None
-        self.bytes = 0
-        self.abandoned = False
-
-    def live(self) -> list[TaskContext]:
-        return [c for c in self.contexts if not c.settled and not c.lost_lease]
-
-    def snapshot(self) -> CallSnapshot:
-        tasks = tuple(
-            CallTaskSnapshot(
-                task_id=c.task_id,
-                attempt=c.attempt,
-                settled=c.settled,
-                lost=c.lost_lease,
-                cancel_requested=c.cancel_seen,
-                progress=c.reported_progress,
-                message=c.reported_message,
-            )
-            for c in self.contexts
-        )
-        return CallSnapshot(
-            call_id=self.call_id,
-            name=self.name,
-            task_ids=tuple(t.task_id for t in tasks),
-            started_at_ms=self.started_at_ms,
-            lease_until_ms=self.lease_until_ms,
-            last_heartbeat_ms=self.last_heartbeat_ms,
-            lost=any(t.lost for t in tasks),
-            settled=all(t.settled for t in tasks),
-            cancel_requested=any(t.cancel_requested for t in tasks),
-            bytes=self.bytes,
-            tasks=tasks,
-        )
-
-
-@dataclass(slots=True)
-class _NameStats:
-    calls: int = 0
-    tasks: int = 0
-    offered: int | None = None
-    claimed: int = 0
-    shortfall: Shortfall | None = None
-
-
-def _timeout_envelope(name: str, max_run_ms: int) -> dict[str, Any]:
-    return {
-        "type": "HandlerTimeout",
-        "code": "handler_timeout",
-        "message": f"handler for {name!r} exceeded max_run_ms={max_run_ms}ms; "
-        "the attempt was abandoned",
-        "retryable": True,
-        "details": {},
-    }
-
-
-def _no_handler_envelope(name: str) -> dict[str, Any]:
-    return {
-        "type": "NoHandler",
-        "code": "no_handler",
-        "message": f"no handler registered for {name!r}",
-        "retryable": False,
-        "details": {},
-    }
-
-
-def _unserializable_envelope(exc: BaseException) -> dict[str, Any]:
-    return {
-        "type": "SerializationError",
-        "code": "unserializable_result",
-        "message": f"handler result is not JSON-serializable: {exc}",
-        "retryable": False,
-        "details": {},
-    }
-
-
-#: ``ride(task_ids, freeing)``: complete the tasks inside a claim session (the
-#: settled ids), or None to decline; see ``Worker._claim_completing``.
-Ride = Callable[[list[str], list["_Call"]], Awaitable[set[str] | None]]
-
-
-class _Completions:
-    """No-result completions, written together by ``complete_many``.
-
-    Single-task calls that finish together and a batch's leftovers would each
-    cost a statement; here one write is in flight at a time and everything
-    that arrives meanwhile goes out in the next, so the batch size follows the
-    load. Every caller still learns its own task's outcome.
-
-    A ``ride`` hook may take the write instead: the worker then completes the
-    tasks in the same transaction as the claim that fills the slots they free.
-    """
-
-    def __init__(self, store: TaskStore, worker_id: str, ride: Ride | None = None) -> None:
-        self._store = store
-        self._worker_id = worker_id
-        self._ride = ride
-        self._pending: list[tuple[list[str], asyncio.Future[set[str]], _Call | None]] = []
-        self._writer: asyncio.Task[None] | None = None
-
-    async def complete(self, task_ids: list[str], freeing: _Call | None = None) -> set[str]:
-        """Settle owned tasks with no result.
-
-        Args:
-            task_ids: the tasks.
-            freeing: the call whose slot this write frees (it is the call's
-                only settlement write), or None.
-
-        Returns:
-            A set holding each of ``task_ids`` that was settled; one missing
-            lost its lease.
-
-        Raises:
-            Exception: whatever the store raised for the write they were part of.
-        """
-        future: asyncio.Future[set[str]] = asyncio.get_running_loop().create_future()
-        self._pending.append((task_ids, future, freeing))
-        if self._writer is None:
-            # Starts on the next loop pass: completions of this pass join it.
-            self._writer = asyncio.ensure_future(self._write_all())
-        return await future
-
-    async def _write_all(self) -> None:
-        try:
-            while self._pending:
-                pending, self._pending = self._pending, []
-                await self._write(pending)
-        finally:
-            self._writer = None
-
-    async def _write(
-        self, pending: list[tuple[list[str], asyncio.Future[set[str]], _Call | None]]
-    ) -> None:
-        task_ids = [task_id for ids, _, _ in pending for task_id in ids]
-        try:
-            settled = None
-            if self._ride is not None:
-                freeing = [call for _, _, call in pending if call is not None]
-                settled = await self._ride(task_ids, freeing)
-            if settled is None:
-                settled = await self._store.complete_many(
-                    task_ids=task_ids, worker_id=self._worker_id
-                )
-        except Exception as exc:
-            if len(task_ids) > 1 and not isinstance(exc, StoreUnavailable):
-                # One task's row may have failed the statement all of them
-                # shared: write each alone, so only its caller gets the error.
-                await self._write_apart(pending)
-                return
-            for _, future, _ in pending:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        except BaseException:
-            for _, future, _ in pending:
-                future.cancel()
-            raise
-        for _, future, _ in pending:
-            if not future.done():  # a cancelled caller's write landed all the same
-                future.set_result(settled)
-
-    async def _write_apart(
-        self, pending: list[tuple[list[str], asyncio.Future[set[str]], _Call | None]]
-    ) -> None:
-        """Each task's completion on its own; a caller fails only if one of its own did."""
-        try:
-            for task_ids, future, _ in pending:
-                settled: set[str] = set()
-                error: Exception | None = None
-                for task_id in task_ids:
-                    try:
-                        settled |= await self._store.complete_many(
-                            task_ids=[task_id], worker_id=self._worker_id
-                        )
-                    except Exception as exc:
-                        error = error or exc
-                if future.done():
-                    continue
-                if error is not None:
-                    future.set_exception(error)
-                else:
-                    future.set_result(settled)
-        except BaseException:
-            for _, future, _ in pending:
-                future.cancel()
-            raise
-
-
-def _leftovers(call: _Call) -> list[TaskContext]:
-    """The contexts the worker settles itself (each marked settled here).
-
-    A context whose lease ran out while heartbeats failed is left to recovery:
-    the task may have been claimed again, even by this worker id, and a write
-    now would settle that later attempt with this one's outcome.
-    """
-    out = []
-    for ctx in call.contexts:
-        if not ctx.mark_settled():
-            continue
-        if ctx.lease_expired:
-            ctx.mark_lost()
-            continue
-        out.append(ctx)
-    return out
-
-
-def _report_of(exc: BaseException, phase: str, task_id: str | None) -> ErrorReport:
-    return ErrorReport(
-        at_ms=now_ms(),
-        phase=phase,
-        task_id=task_id,
-        exception_type=type(exc).__name__,
-        message=str(exc),
-        traceback="".join(traceback.format_exception(exc)),
-    )
 
 
 # -- the worker --------------------------------------------------------------------------
@@ -666,18 +169,27 @@ class Worker:
             store.set_queue_gate(QueueGate(max_queue_depth, max_queue_wait_ms))
         self._on_error = on_error
         self._worker_id = new_worker_id()
-        self._owns_store = False
-        # On a store that can complete inside a claim session (Postgres), the
-        # writes that free slots carry the claim that refills them.
-        ride = self._claim_completing if hasattr(store, "claim_session_completing") else None
-        self._completions = _Completions(store, self._worker_id, ride)
+        # Set by Worker.sqlite / Worker.postgres: the store was made for this
+        # worker, so its exits (serve, background, close) close it too.
+        self._closes_store = False
+        # Where the store can, a completion that frees a slot commits in the
+        # same transaction as the claim that fills it again.
+        ride = self._claim_completing if store.capabilities.completing_claim else None
+        self._settlement = Settlement(
+            store,
+            self._worker_id,
+            backoff_ms=self._backoff_ms,
+            backoff_max_ms=self._backoff_max_ms,
+            report=self._report,
+            completions=Completions(store, self._worker_id, ride),
+        )
 
         self._registrations: dict[str, Registration] = {}
         self._sources: tuple[Source, ...] = ()
         self._batches: dict[str, int | None] = {}
         self._rotation = 0
-        self._stats: dict[str, _NameStats] = {}
-        self._calls: dict[int, _Call] = {}
+        self._stats: dict[str, NameStats] = {}
+        self._calls: dict[int, Call] = {}
         self._call_tasks: set[asyncio.Task[None]] = set()
         self._call_ids = itertools.count(1)
         self._by_resource: dict[str, int] = {}
@@ -717,18 +229,15 @@ class Worker:
         busy_timeout_ms: int = 5_000,
         **kwargs: Any,
     ) -> Worker:
-        """A worker on its own ``SQLiteStore`` (closed by ``serve``/``background``/``close``)."""
+        """A worker with a ``SQLiteStore`` of its own, closed when the worker is done.
+
+        "Done" is the end of ``serve``, of a ``background`` block, or ``close()``.
+        Other keyword arguments are ``Worker``'s.
+        """
         from engine.store.sqlite import SQLiteStore
 
-        worker = cls(
-            SQLiteStore(path, busy_timeout_ms=busy_timeout_ms),
-            queues,
-            concurrency=concurrency,
-            lease_ms=lease_ms,
-            **kwargs,
-        )
-        worker._owns_store = True
-        return worker
+        own = SQLiteStore(path, busy_timeout_ms=busy_timeout_ms)
+        return cls._over(own, queues, dict(kwargs, concurrency=concurrency, lease_ms=lease_ms))
 
     @classmethod
     def postgres(
@@ -743,17 +252,17 @@ class Worker:
         schema: str | None = None,
         **kwargs: Any,
     ) -> Worker:
-        """A worker on its own ``PostgresStore`` (closed by ``serve``/``background``/``close``)."""
+        """A worker with a ``PostgresStore`` (pool and schema) of its own; see ``sqlite``."""
         from engine.store.postgres import PostgresStore
 
-        worker = cls(
-            PostgresStore(dsn, min_size=min_size, max_size=max_size, schema=schema),
-            queues,
-            concurrency=concurrency,
-            lease_ms=lease_ms,
-            **kwargs,
-        )
-        worker._owns_store = True
+        own = PostgresStore(dsn, min_size=min_size, max_size=max_size, schema=schema)
+        return cls._over(own, queues, dict(kwargs, concurrency=concurrency, lease_ms=lease_ms))
+
+    @classmethod
+    def _over(cls, store: TaskStore, queues: Sequence[str], options: dict[str, Any]) -> Worker:
+        """A worker on ``store``, which it closes when it is done with it."""
+        worker = cls(store, queues, **options)
+        worker._closes_store = True
         return worker
 
     @property
@@ -852,10 +361,10 @@ class Worker:
             batch=batch,
             concurrency=concurrency,
             resource=resource,
-            is_async=_is_async(fn),
-            wants_payload=_wants_payload(fn),
+            is_async=runs_on_loop(fn),
+            wants_payload=takes_payload(fn),
         )
-        self._stats.setdefault(name, _NameStats())
+        self._stats.setdefault(name, NameStats())
         self._sources = build_sources(self._registrations)
         self._batches = {n: r.batch for n, r in self._registrations.items()}
         self._poke()
@@ -907,18 +416,21 @@ class Worker:
     # -- reporting ---------------------------------------------------------------------
 
     def _report(self, exc: BaseException, phase: str, task_id: str | None = None) -> None:
-        self._errors.append(_report_of(exc, phase, task_id))
-        if self._on_error is None:
+        """Keep ``exc`` among the recent errors and pass it to ``on_error`` if set."""
+        self._errors.append(report_of(exc, phase, task_id))
+        hook = self._on_error
+        if hook is None:
             return
         info: dict[str, Any] = {"phase": phase}
         if phase == "execute":
             info["task_id"] = task_id
-        # A reporting hook must never take the worker down with it.
-        with contextlib.suppress(Exception):
-            outcome = self._on_error(exc, info)
-            if inspect.isawaitable(outcome):
-                fut = asyncio.ensure_future(outcome)
-                fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+        try:
+            reply = hook(exc, info)
+        except Exception:
+            return  # on_error is the user's code: whatever it raises stays here
+        if inspect.isawaitable(reply):
+            pending = asyncio.ensure_future(reply)
+            pending.add_done_callback(_consume_outcome)
 
     def snapshot(self) -> WorkerSnapshot:
         """The worker's state now, cheap enough for every console refresh (no I/O)."""
@@ -1075,7 +587,7 @@ class Worker:
             self._claiming = False
         return self._polled(result, lease_deadline)
 
-    def _plan(self, free: int, freeing: Sequence[_Call]) -> Callable[[Draw], Awaitable[PollResult]]:
+    def _plan(self, free: int, freeing: Sequence[Call]) -> Callable[[Draw], Awaitable[PollResult]]:
         """This poll's plan: ``free`` slots, in-flight state without the ``freeing`` calls."""
         sources = self._sources
         start = self._rotation % len(sources)
@@ -1122,7 +634,7 @@ class Worker:
             for o in result.outcomes
         )
 
-    async def _claim_completing(self, task_ids: list[str], freeing: list[_Call]) -> set[str] | None:
+    async def _claim_completing(self, task_ids: list[str], freeing: list[Call]) -> set[str] | None:
         """Complete ``task_ids`` in the claim session that refills the slots they free.
 
         The ``_Completions`` ride hook (Postgres). ``freeing`` are the calls
@@ -1136,7 +648,7 @@ class Worker:
         Returns:
             The ids settled, or None if declined.
         """
-        store = self._store
+        store = cast("PostgresStore", self._store)  # it declared completing_claim
         freeing = [c for c in freeing if c.call_id in self._calls]
         if (
             not freeing
@@ -1158,7 +670,7 @@ class Worker:
         lease_deadline = time.monotonic() + self._lease_ms / 1000
         self._claiming = True
         try:
-            outcome = await store.claim_session_completing(  # type: ignore[attr-defined]
+            outcome = await store.claim_session_completing(
                 complete_ids=task_ids,
                 queues=self._queues,
                 worker_id=self._worker_id,
@@ -1183,7 +695,7 @@ class Worker:
         registration = self._registrations.get(name)
         if registration is None:
             for task in tasks:
-                self._spawn(self._fail_no_handler(task))
+                self._spawn(self._settlement.no_handler(task))
             return
         contexts = [
             TaskContext(
@@ -1197,7 +709,7 @@ class Worker:
             )
             for task in tasks
         ]
-        call = _Call(next(self._call_ids), registration, contexts)
+        call = Call(next(self._call_ids), registration, contexts)
         if self._max_bytes is not None:
             call.bytes = sum(payload_bytes(t.payload) for t in tasks)
         self._hold(call)
@@ -1208,7 +720,7 @@ class Worker:
         self._call_tasks.add(task)
         task.add_done_callback(self._call_tasks.discard)
 
-    def _hold(self, call: _Call) -> None:
+    def _hold(self, call: Call) -> None:
         self._calls[call.call_id] = call
         stats = self._stats[call.name]
         stats.calls += 1
@@ -1218,7 +730,7 @@ class Worker:
             self._by_resource[resource] = self._by_resource.get(resource, 0) + 1
         self._bytes += call.bytes
 
-    def _release(self, call: _Call) -> None:
+    def _release(self, call: Call) -> None:
         """Give back the call's slot, resource unit and bytes (once), and wake the loop."""
         if self._calls.pop(call.call_id, None) is None:
             return
@@ -1233,42 +745,16 @@ class Worker:
         self._bytes -= call.bytes
         self._poke()
 
-    async def _fail_no_handler(self, task: Task) -> None:
-        try:
-            await self._store.fail(
-                task_id=task.id,
-                worker_id=self._worker_id,
-                error=_no_handler_envelope(task.name),
-                retryable=False,
-            )
-        except Exception as exc:
-            self._report(exc, "execute", task.id)
-
     # -- one call ----------------------------------------------------------------------
 
-    async def _invoke(self, call: _Call) -> Any:
-        reg = call.registration
-        if reg.batch is not None:
-            args: tuple[Any, ...] = (call.contexts,)
-        else:
-            ctx = call.contexts[0]
-            args = (ctx, ctx.payload) if reg.wants_payload else (ctx,)
-        if reg.is_async:
-            return await reg.fn(*args)
-        # Plain functions run in a thread so the loop keeps heartbeating.
-        outcome = await asyncio.to_thread(reg.fn, *args)
-        if inspect.isawaitable(outcome):
-            outcome = await outcome
-        return outcome
-
-    async def _run_call(self, call: _Call) -> None:
+    async def _run_call(self, call: Call) -> None:
         self._arm_heartbeat(call)
         settle: Awaitable[None] | None = None
         try:
             if self._max_run_ms is None:
-                outcome: Any = await self._invoke(call)
+                outcome: Any = await invoke(call)
             else:
-                handler = asyncio.ensure_future(self._invoke(call))
+                handler = asyncio.ensure_future(invoke(call))
                 done, _ = await asyncio.wait((handler,), timeout=self._max_run_ms / 1000)
                 if not done:
                     await self._abandon(call, handler, self._max_run_ms)
@@ -1280,19 +766,12 @@ class Worker:
                     ctx.mark_lost()
         except TaskError as exc:
             self._record_failure(call, exc)
-            settle = self._settle_failed(call, exc.envelope(), exc.retryable)
+            settle = self._settlement.raised(call, envelopes.task_error(exc), exc.retryable)
         except Exception as exc:
             self._record_failure(call, exc)
-            envelope = {
-                "type": type(exc).__name__,
-                "code": "handler_error",
-                "message": str(exc),
-                "retryable": True,
-                "details": {},
-            }
-            settle = self._settle_failed(call, envelope, True)
+            settle = self._settlement.raised(call, envelopes.handler_raised(exc), True)
         else:
-            settle = self._settle_returned(call, outcome)
+            settle = self._settlement.returned(call, outcome)
         finally:
             if settle is None:
                 self._release(call)
@@ -1308,174 +787,49 @@ class Worker:
                     # this call already, so say it again.
                     self._poke()
 
-    def _record_failure(self, call: _Call, exc: BaseException) -> None:
-        self._failures.append(_report_of(exc, f"handler {call.name}", call.contexts[0].task_id))
+    def _record_failure(self, call: Call, exc: BaseException) -> None:
+        self._failures.append(report_of(exc, f"handler {call.name}", call.contexts[0].task_id))
 
-    async def _abandon(self, call: _Call, handler: asyncio.Future[Any], max_run_ms: int) -> None:
+    async def _abandon(self, call: Call, handler: asyncio.Future[Any], max_run_ms: int) -> None:
         """``max_run_ms`` passed: flag every context, drop the handler, fail the leftovers."""
         call.abandoned = True
-        leftovers = _leftovers(call)
+        unsettled = leftovers(call)
         for ctx in call.contexts:
             ctx.mark_lost()
         handler.cancel()
-        # Retrieve the abandoned handler's outcome so asyncio never logs it.
-        handler.add_done_callback(lambda f: f.cancelled() or f.exception())
+        # Nobody awaits the handler now; its late exception is consumed here.
+        handler.add_done_callback(_consume_outcome)
         self._release(call)
-        envelope = _timeout_envelope(call.name, max_run_ms)
+        envelope = envelopes.handler_timed_out(call.name, max_run_ms)
         self._failures.append(
-            _report_of(
+            report_of(
                 TimeoutError(envelope["message"]), f"handler {call.name}", call.contexts[0].task_id
             )
         )
-        await asyncio.gather(*(self._write_fail(c, envelope, True) for c in leftovers))
-
-    async def _settle_returned(self, call: _Call, outcome: Any) -> None:
-        leftovers = _leftovers(call)
-        if not leftovers:
-            return
-        if call.registration.batch is None:
-            if outcome is None:
-                await self._complete_quietly(leftovers, call)
-            else:
-                await self._write_complete(leftovers[0], outcome)
-            return
-        results = outcome if isinstance(outcome, Mapping) else {}
-        quiet = [c for c in leftovers if results.get(c.task_id) is None]
-        valued = [c for c in leftovers if results.get(c.task_id) is not None]
-        if not valued:
-            await self._complete_quietly(quiet, call)
-            return
-        writes = [self._write_complete(c, results[c.task_id]) for c in valued]
-        if quiet:
-            writes.append(self._complete_quietly(quiet))
-        await asyncio.gather(*writes)
-
-    async def _settle_failed(self, call: _Call, envelope: dict[str, Any], retryable: bool) -> None:
-        leftovers = _leftovers(call)
-        if len(leftovers) == 1:
-            await self._write_fail(leftovers[0], envelope, retryable)
-        elif leftovers:
-            await asyncio.gather(*(self._write_fail(c, envelope, retryable) for c in leftovers))
-
-    async def _complete_quietly(
-        self, contexts: list[TaskContext], freeing: _Call | None = None
-    ) -> None:
-        """``complete`` with no result for each context, in one shared statement.
-
-        ``freeing``: the call this write settles entirely (its slot may then
-        be refilled by a claim committed together with it).
-        """
-        try:
-            settled = await self._completions.complete([c.task_id for c in contexts], freeing)
-        except Exception as exc:
-            for ctx in contexts:
-                self._report(exc, "execute", ctx.task_id)
-            return
-        for ctx in contexts:
-            if ctx.task_id not in settled:
-                ctx.mark_lost()
-
-    async def _write_complete(self, ctx: TaskContext, result: Any) -> None:
-        if result is None:
-            await self._complete_quietly([ctx])
-            return
-        try:
-            await self._store.complete(
-                task_id=ctx.task_id, worker_id=self._worker_id, result=result
-            )
-        except LostLease:
-            ctx.mark_lost()
-        except SerializationError as exc:
-            await self._write_fail(ctx, _unserializable_envelope(exc), False)
-        except Exception as exc:
-            self._report(exc, "execute", ctx.task_id)
-
-    async def _write_fail(
-        self, ctx: TaskContext, envelope: dict[str, Any], retryable: bool
-    ) -> None:
-        delay = retry_delay_ms(
-            ctx.attempt, base_ms=self._backoff_ms, cap_ms=self._backoff_max_ms, retryable=retryable
-        )
-        try:
-            await self._store.fail(
-                task_id=ctx.task_id,
-                worker_id=self._worker_id,
-                error=envelope,
-                retryable=retryable,
-                delay_ms=delay,
-            )
-        except LostLease:
-            pass  # recovery owns the task now
-        except Exception as exc:
-            self._report(exc, "execute", ctx.task_id)
+        await asyncio.gather(*(self._settlement.fail(c, envelope, True) for c in unsettled))
 
     # -- heartbeats ----------------------------------------------------------------------
 
-    def _arm_heartbeat(self, call: _Call) -> None:
+    def _arm_heartbeat(self, call: Call) -> None:
         # A timer rather than a task per call: most calls end before the first beat.
         loop = asyncio.get_running_loop()
         call.heartbeat = loop.call_later(self._heartbeat_ms / 1000, self._beat, call)
 
-    def _beat(self, call: _Call) -> None:
+    def _beat(self, call: Call) -> None:
         call.heartbeat = None
         if call.call_id in self._calls and not call.abandoned:
             self._spawn(self._heartbeat(call))
 
-    async def _heartbeat(self, call: _Call) -> None:
-        live = call.live()
-        if not live:
-            return
-        failed: set[str] = set()
-        try:
-            sent = time.monotonic()
-            reply = await self._beat_each(live, failed)
-        except Exception as exc:
-            self._report(exc, "execute", live[0].task_id)
-            for ctx in live:
-                if ctx.lease_expired:
-                    ctx.mark_lost()
-        else:
-            now = now_ms()
-            call.last_heartbeat_ms = now
-            if reply:
-                call.lease_until_ms = now + self._lease_ms
-            for ctx in live:
-                if ctx.task_id in reply:
-                    ctx.extend_lease(sent + self._lease_ms / 1000)
-                    ctx.observe_cancel(reply[ctx.task_id])
-                elif ctx.task_id in failed:
-                    if ctx.lease_expired:  # as when the whole batch fails
-                        ctx.mark_lost()
-                elif not ctx.settled:
-                    # Absent and still unsettled after the reply: the lease is gone.
-                    ctx.mark_lost()
+    async def _heartbeat(self, call: Call) -> None:
+        await renew_leases(
+            self._store,
+            call,
+            worker_id=self._worker_id,
+            lease_ms=self._lease_ms,
+            report=self._report,
+        )
         if call.call_id in self._calls and not call.abandoned and call.live():
             self._arm_heartbeat(call)
-
-    async def _beat_each(self, live: list[TaskContext], failed: set[str]) -> dict[str, bool]:
-        """One ``heartbeat_batch`` for the call's leases; if its statement fails (the
-        connection aside), each lease alone, so one task's refused row costs only
-        its own renewal. The ids whose renewal raised are added to ``failed``."""
-        ids = [ctx.task_id for ctx in live]
-        try:
-            return await self._store.heartbeat_batch(
-                task_ids=ids, worker_id=self._worker_id, lease_ms=self._lease_ms
-            )
-        except Exception as exc:
-            if len(ids) == 1 or isinstance(exc, StoreUnavailable):
-                raise
-        reply: dict[str, bool] = {}
-        for task_id in ids:
-            try:
-                reply.update(
-                    await self._store.heartbeat_batch(
-                        task_ids=[task_id], worker_id=self._worker_id, lease_ms=self._lease_ms
-                    )
-                )
-            except Exception as exc:
-                self._report(exc, "execute", task_id)
-                failed.add(task_id)
-        return reply
 
     # -- entry points ---------------------------------------------------------------------
 
@@ -1485,33 +839,32 @@ class Worker:
         finished = self._finished
         if self._running and finished is not None and self._loop is asyncio.get_running_loop():
             await finished.wait()
-        if self._owns_store:
+        if self._closes_store:
             await self._store.close()
 
     def serve(self, *, concurrency: int | None = None) -> None:
         """Run until SIGINT or SIGTERM (blocking), then close an owned store.
 
-        Signal handlers are installed only here, never by ``run``/``background``,
-        which embed the worker in someone else's process (or thread).
+        Only ``serve`` owns the process, so only ``serve`` touches signal
+        handlers; ``run`` and ``background`` leave them to their host.
         """
+        asyncio.run(self._serve(concurrency))
 
-        async def main() -> None:
-            loop = asyncio.get_running_loop()
-            installed = []
-            if threading.current_thread() is threading.main_thread():
-                for signum in (signal.SIGINT, signal.SIGTERM):
-                    with contextlib.suppress(NotImplementedError, RuntimeError):
-                        loop.add_signal_handler(signum, self.stop)
-                        installed.append(signum)
-            try:
-                await self.run(concurrency=concurrency)
-            finally:
-                for signum in installed:
-                    loop.remove_signal_handler(signum)
-                if self._owns_store:
-                    await self._store.close()
-
-        asyncio.run(main())
+    async def _serve(self, concurrency: int | None) -> None:
+        loop = asyncio.get_running_loop()
+        hooked: list[signal.Signals] = []
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.add_signal_handler(signum, self.stop)
+                    hooked.append(signum)
+        try:
+            await self.run(concurrency=concurrency)
+        finally:
+            for signum in hooked:
+                loop.remove_signal_handler(signum)
+            if self._closes_store:
+                await self._store.close()
 
     @contextlib.asynccontextmanager
     async def background(self, *, concurrency: int | None = None) -> AsyncIterator[Worker]:
@@ -1521,29 +874,35 @@ class Worker:
         failed ``run()`` is re-raised (if the body raised too, the body's error
         wins and the run's failure becomes its ``__cause__``).
         """
-        runner = asyncio.ensure_future(self.run(concurrency=concurrency))
-
-        async def shutdown() -> BaseException | None:
-            self.stop()
-            failure: BaseException | None = None
-            try:
-                await runner
-            except asyncio.CancelledError:
-                pass
-            except BaseException as exc:
-                failure = exc
-            if self._owns_store:
-                with contextlib.suppress(Exception):
-                    await self._store.close()
-            return failure
-
+        run = asyncio.ensure_future(self.run(concurrency=concurrency))
+        body_failed = False
         try:
             yield self
-        except BaseException as exc:
-            failure = await shutdown()
-            if failure is not None and exc.__cause__ is None:
-                exc.__cause__ = failure
+        except BaseException as body_error:
+            body_failed = True
+            run_error = await self._wind_down(run)
+            if run_error is not None and body_error.__cause__ is None:
+                body_error.__cause__ = run_error
             raise
-        failure = await shutdown()
-        if failure is not None:
-            raise failure
+        finally:
+            if not body_failed:
+                run_error = await self._wind_down(run)
+                if run_error is not None:
+                    raise run_error
+
+    async def _wind_down(self, run: asyncio.Future[None]) -> BaseException | None:
+        """Stop, let ``run`` drain, close an owned store; what ``run`` failed with, if anything."""
+        self.stop()
+        (ended,) = await asyncio.gather(run, return_exceptions=True)
+        if self._closes_store:
+            with contextlib.suppress(Exception):
+                await self._store.close()
+        if isinstance(ended, BaseException) and not isinstance(ended, asyncio.CancelledError):
+            return ended
+        return None
+
+
+def _consume_outcome(future: asyncio.Future[Any]) -> None:
+    """Done callback for a future nobody awaits: its exception is read, so asyncio stays quiet."""
+    if not future.cancelled():
+        future.exception()

@@ -365,3 +365,75 @@ async def test_lease_deadline_closes_the_local_gate_without_a_heartbeat(
         (done,) = await finished(store, [task.id])
     assert seen[1] == ("refused locally", True, True)
     assert done.status == "succeeded" and done.attempt == 2 and done.result == "attempt 2"
+
+
+async def test_text_json_cannot_carry_is_escaped_and_the_failure_recorded(
+    store: TaskStore,
+) -> None:
+    """A lone surrogate in an error, a progress message or a result never loses the attempt.
+
+    Error envelopes and progress messages keep the text with the surrogate
+    escaped visibly (``\\ud800``); a result that has no JSON form fails the
+    attempt with a SerializationError envelope. Each settles once, by its own
+    retry rule, while good tasks run beside them.
+    """
+    worker = fast_worker(store, concurrency=4, lease_ms=1_000)
+
+    @worker.task
+    async def permanent(ctx):
+        raise TaskError("permanent: \ud800", type="Odd\udfff", details={"k\ud801": ["v\ud802"]})
+
+    @worker.task
+    async def flaky(ctx):
+        raise RuntimeError(f"attempt {ctx.attempt} \ud800")
+
+    @worker.task
+    async def chatty(ctx):
+        await ctx.progress(0.5, "half \ud800 way")
+        return "ok"
+
+    @worker.task
+    async def odd_result(ctx):
+        return {"text": "\ud800"}
+
+    @worker.task
+    async def gives_up(ctx):
+        await ctx.fail("reason \ud800", retryable=False)
+
+    @worker.task
+    async def good(ctx, payload):
+        return payload["i"]
+
+    bad = [
+        await store.submit(name="permanent", max_attempts=3),
+        await store.submit(name="flaky", max_attempts=2),
+        await store.submit(name="chatty"),
+        await store.submit(name="odd_result", max_attempts=3),
+        await store.submit(name="gives_up", max_attempts=3),
+    ]
+    goods = [await store.submit(name="good", payload={"i": i}) for i in range(12)]
+    async with worker.background():
+        done = await finished(store, [t.id for t in bad + goods])
+    permanent_done, flaky_done, chatty_done, odd_done, gave_up = done[:5]
+    assert [t.result for t in done[5:]] == list(range(12))
+
+    assert (permanent_done.status, permanent_done.attempt) == ("failed", 1)
+    assert permanent_done.error == {
+        "type": "Odd\\udfff",
+        "code": "task_error",
+        "message": "permanent: \\ud800",
+        "retryable": False,
+        "details": {"k\\ud801": ["v\\ud802"]},
+    }
+    # Retryable: requeued once by its own rule, then failed with its own error.
+    assert (flaky_done.status, flaky_done.attempt) == ("failed", 2)
+    assert flaky_done.error["code"] == "handler_error"
+    assert flaky_done.error["message"] == "attempt 2 \\ud800"
+    assert (chatty_done.status, chatty_done.result) == ("succeeded", "ok")
+    assert chatty_done.message == "half \\ud800 way"
+    assert (odd_done.status, odd_done.attempt) == ("failed", 1)
+    assert odd_done.error["type"] == "SerializationError"
+    assert odd_done.error["code"] == "unserializable_result"
+    assert (gave_up.status, gave_up.attempt) == ("failed", 1)
+    assert gave_up.error["message"] == "reason \\ud800"
+    assert not worker.snapshot().recent_errors  # no write failed along the way
