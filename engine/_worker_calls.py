@@ -424,29 +424,37 @@ class Settlement:
     async def fail(self, ctx: TaskContext, envelope: dict[str, Any], retryable: bool) -> None:
         """Record a failure: requeued after its backoff while it may retry, else failed."""
         base_ms, cap_ms = self._backoff
-        try:
-            await self._store.fail(
+        pause_ms = retry_delay_ms(ctx.attempt, base_ms=base_ms, cap_ms=cap_ms, retryable=retryable)
+        await self._guarded(
+            ctx.task_id,
+            self._store.fail(
                 task_id=ctx.task_id,
                 worker_id=self._worker_id,
                 error=envelope,
                 retryable=retryable,
-                delay_ms=retry_delay_ms(
-                    ctx.attempt, base_ms=base_ms, cap_ms=cap_ms, retryable=retryable
-                ),
-            )
-        except LostLease:
-            pass  # recovery owns the task now
-        except Exception as exc:
-            self._report(exc, "execute", ctx.task_id)
+                delay_ms=pause_ms,
+            ),
+        )
 
     async def no_handler(self, task: Task) -> None:
         """Fail a claimed task whose name has no handler here (permanent)."""
+        envelope = envelopes.no_handler(task.name)
+        await self._guarded(
+            task.id,
+            self._store.fail(
+                task_id=task.id, worker_id=self._worker_id, error=envelope, retryable=False
+            ),
+        )
+
+    async def _guarded(self, task_id: str, write: Awaitable[object]) -> None:
+        """Await an owned write whose outcome nobody waits for.
+
+        Refused for a lost lease: the task is recovery's now, nothing to say.
+        Any other failure goes to ``report``; the lease then decides the task.
+        """
         try:
-            await self._store.fail(
-                task_id=task.id,
-                worker_id=self._worker_id,
-                error=envelopes.no_handler(task.name),
-                retryable=False,
-            )
+            await write
+        except LostLease:
+            return
         except Exception as exc:
-            self._report(exc, "execute", task.id)
+            self._report(exc, "execute", task_id)
