@@ -1,20 +1,22 @@
--- claim_one_queue: claim up to :limit due queued tasks, from one queue with any of :names (NULL = any name),
--- highest priority first, then earliest due, then id (§4.13). Rows come back
--- in arbitrary order.
+-- claim_one_queue: the claim for a single queue, with any of :names (NULL =
+-- every name) (§4.13); the queue equality seeks cairnq_tasks_claim_idx.
+-- The candidates are chosen in claim order (highest priority, then earliest
+-- due, then id) in the CTE; the UPDATE leases them. Rows come back in no
+-- particular order (the store sorts them).
 -- Params: :queue, :names (JSON array or NULL), :worker_id, :limit, :now_ms, :lease_until_ms
-update cairnq_tasks set
-    status = 'running',
-    worker_id = :worker_id,
-    lease_until_ms = :lease_until_ms,
-    attempt = attempt + 1,
-    updated_at_ms = :now_ms
-where id in (
-    select id from cairnq_tasks
-    where status = 'queued'
-      and queue = :queue
-      and (:names is null or name in (select value from json_each(:names)))
-      and run_at_ms <= :now_ms
-    order by priority desc, run_at_ms, id
+with picked(id) as (
+    select id
+    from cairnq_tasks
+    where queue = :queue
+      and status = 'queued'
+      and :now_ms >= run_at_ms
+      and (name in (select n.value from json_each(:names) as n) or :names is null)
+    order by priority desc, run_at_ms asc, id asc
     limit :limit
 )
+update cairnq_tasks
+set (status, worker_id, lease_until_ms, updated_at_ms) =
+        ('running', :worker_id, :lease_until_ms, :now_ms),
+    attempt = attempt + 1
+where id in picked
 returning *;

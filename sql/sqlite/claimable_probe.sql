@@ -3,15 +3,14 @@
 -- The lease arm spells the partial index's predicate so the index is usable.
 -- Params: :queues (JSON array), :names (JSON array or NULL), :now_ms
 select exists (
-    select 1 from cairnq_tasks
-    where (
-        status = 'queued'
-        and queue in (select value from json_each(:queues))
-        and (:names is null or name in (select value from json_each(:names)))
-        and run_at_ms <= :now_ms
-    ) or (
-        status = 'running'
-        and lease_until_ms is not null
-        and lease_until_ms <= :now_ms
-    )
-) as has_work;
+           select 1 from cairnq_tasks
+           where queue in (select q.value from json_each(:queues) as q)
+             and status = 'queued'
+             and :now_ms >= run_at_ms
+             and (name in (select n.value from json_each(:names) as n) or :names is null)
+       )
+    or exists (
+           select 1 from cairnq_tasks
+           where status = 'running' and lease_until_ms is not null
+             and :now_ms >= lease_until_ms
+       ) as has_work;

@@ -2,15 +2,13 @@
 -- the task ends canceled keeping its old result and progress; otherwise it
 -- succeeds with :result and progress 1.0.
 -- Params: :id, :worker_id, :result (JSON text or NULL), :now_ms
-update cairnq_tasks set
-    status = case when cancel_requested_at_ms is null then 'succeeded' else 'canceled' end,
-    result = case when cancel_requested_at_ms is null then :result else result end,
-    progress = case when cancel_requested_at_ms is null then 1.0 else progress end,
-    lease_until_ms = null,
-    completed_at_ms = :now_ms,
-    updated_at_ms = :now_ms
-where id = :id
-  and status = 'running'
-  and worker_id = :worker_id
-  and lease_until_ms > :now_ms
+update cairnq_tasks
+set (status, result, progress) = (
+        iif(cancel_requested_at_ms is null, 'succeeded', 'canceled'),
+        iif(cancel_requested_at_ms is null, :result, result),
+        iif(cancel_requested_at_ms is null, 1.0, progress)
+    ),
+    (lease_until_ms, completed_at_ms, updated_at_ms) = (null, :now_ms, :now_ms)
+where id = :id and (status, worker_id) = ('running', :worker_id)
+  and :now_ms < lease_until_ms -- the lease still holds
 returning *;

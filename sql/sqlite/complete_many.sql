@@ -3,15 +3,14 @@
 -- result and progress; otherwise succeeded with a NULL result and progress 1.0.
 -- Each row is checked on its own; an id missing from the result lost its lease.
 -- Params: :ids (JSON array), :worker_id, :now_ms. Returns the ids settled.
-update cairnq_tasks set
-    status = case when cancel_requested_at_ms is null then 'succeeded' else 'canceled' end,
-    result = case when cancel_requested_at_ms is null then null else result end,
-    progress = case when cancel_requested_at_ms is null then 1.0 else progress end,
-    lease_until_ms = null,
-    completed_at_ms = :now_ms,
-    updated_at_ms = :now_ms
-where id in (select value from json_each(:ids))
-  and status = 'running'
-  and worker_id = :worker_id
-  and lease_until_ms > :now_ms
+update cairnq_tasks
+set (status, result, progress) = (
+        iif(cancel_requested_at_ms is null, 'succeeded', 'canceled'),
+        iif(cancel_requested_at_ms is null, null, result),
+        iif(cancel_requested_at_ms is null, 1.0, progress)
+    ),
+    (lease_until_ms, completed_at_ms, updated_at_ms) = (null, :now_ms, :now_ms)
+where id in (select j.value from json_each(:ids) as j)
+  and (status, worker_id) = ('running', :worker_id)
+  and :now_ms < lease_until_ms -- each lease still holds
 returning id;

@@ -1,39 +1,24 @@
 -- fail: record :error on an owned task (§4.18). Cancel requested -> canceled;
 -- retryable with attempts left -> queued again after :delay_ms (worker, progress
--- and message cleared); otherwise -> failed.
+-- and message cleared); otherwise -> failed. The CTE names the outcome once.
 -- Params: :id, :worker_id, :error (JSON text), :retryable (0/1), :delay_ms, :now_ms
-update cairnq_tasks set
-    status = case
-        when cancel_requested_at_ms is not null then 'canceled'
-        when :retryable and attempt < max_attempts then 'queued'
-        else 'failed'
-    end,
+with verdict(id, fate) as (
+    select id,
+           iif(cancel_requested_at_ms is not null, 'canceled',
+               iif(:retryable and attempt < max_attempts, 'queued', 'failed'))
+    from cairnq_tasks
+    where id = :id and (status, worker_id) = ('running', :worker_id)
+      and :now_ms < lease_until_ms
+)
+update cairnq_tasks as t
+set status = v.fate,
     error = :error,
-    worker_id = case
-        when cancel_requested_at_ms is null and :retryable and attempt < max_attempts then null
-        else worker_id
-    end,
-    run_at_ms = case
-        when cancel_requested_at_ms is null and :retryable and attempt < max_attempts
-            then :now_ms + :delay_ms
-        else run_at_ms
-    end,
-    completed_at_ms = case
-        when cancel_requested_at_ms is null and :retryable and attempt < max_attempts then null
-        else :now_ms
-    end,
-    progress = case
-        when cancel_requested_at_ms is null and :retryable and attempt < max_attempts then null
-        else progress
-    end,
-    message = case
-        when cancel_requested_at_ms is null and :retryable and attempt < max_attempts then null
-        else message
-    end,
-    lease_until_ms = null,
-    updated_at_ms = :now_ms
-where id = :id
-  and status = 'running'
-  and worker_id = :worker_id
-  and lease_until_ms > :now_ms
+    worker_id = iif(v.fate = 'queued', null, t.worker_id),
+    run_at_ms = iif(v.fate = 'queued', :now_ms + :delay_ms, t.run_at_ms),
+    completed_at_ms = iif(v.fate = 'queued', null, :now_ms),
+    progress = iif(v.fate = 'queued', null, t.progress),
+    message = iif(v.fate = 'queued', null, t.message),
+    (lease_until_ms, updated_at_ms) = (null, :now_ms)
+from verdict as v
+where t.id = v.id
 returning *;

@@ -1,3 +1,3 @@
 -- get: the full row of one task, or no row.
 -- Params: :id
-select * from cairnq_tasks where id = :id;
+select t.* from cairnq_tasks as t where t.id = :id;

@@ -1,3 +1,3 @@
 -- get_key: the task id a key points at, or no row.
 -- Params: :key
-select task_id from cairnq_task_keys where key = :key;
+select k.task_id from cairnq_task_keys as k where k.key = :key;

@@ -1,3 +1,3 @@
 -- get_status: just (id, status) of one task, or no row.
 -- Params: :id
-select id, status from cairnq_tasks where id = :id;
+select t.id, t.status from cairnq_tasks as t where t.id = :id;

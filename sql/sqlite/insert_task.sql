@@ -3,10 +3,15 @@
 -- (RETURNING costs ~10 µs per row here, a third of a batched insert).
 -- Params: :id, :name, :queue, :payload, :metadata, :max_attempts, :priority,
 --         :parent_id, :root_id, :correlation_id, :run_at_ms, :now_ms
-insert into cairnq_tasks (
-    id, name, queue, status, payload, metadata, max_attempts, priority,
-    parent_id, root_id, correlation_id, run_at_ms, created_at_ms, updated_at_ms
-) values (
-    :id, :name, :queue, 'queued', :payload, :metadata, :max_attempts, :priority,
-    :parent_id, :root_id, :correlation_id, :run_at_ms, :now_ms, :now_ms
-);
+insert into cairnq_tasks
+    (id, queue, name, status,
+     payload, metadata,
+     priority, max_attempts,
+     parent_id, root_id, correlation_id,
+     run_at_ms, created_at_ms, updated_at_ms)
+values
+    (:id, :queue, :name, 'queued',
+     :payload, :metadata,
+     :priority, :max_attempts,
+     :parent_id, :root_id, :correlation_id,
+     :run_at_ms, :now_ms, :now_ms);

@@ -1,3 +1,3 @@
 -- protocol_version: the protocol the database speaks (no row = not migrated).
 -- Params: none
-select value from cairnq_meta where key = 'protocol_version';
+select m.value from cairnq_meta as m where m.key = 'protocol_version';
