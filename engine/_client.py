@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -92,14 +91,14 @@ class CairnQ:
     # -- lifecycle -------------------------------------------------------------------
 
     async def connect(self) -> None:
-        """Open and migrate the store, then start retention (idempotent)."""
+        """Connect (and migrate) the store, then start the retention sweeper; safe to repeat."""
         await self._store.connect()
         if self._sweeper is not None:
             self._sweeper.start()
         self._connected = True
 
     async def close(self) -> None:
-        """Stop the retention sweeper (awaiting a running sweep), then close the store."""
+        """End retention first (a sweep under way finishes its batch), then close the store."""
         if self._sweeper is not None:
             await self._sweeper.stop()
         self._connected = False
@@ -181,7 +180,7 @@ class CairnQ:
         name: str | None = None,
         limit: int = 1_000,
     ) -> builtins.list[str]:
-        """Delete up to ``limit`` terminal tasks completed more than ``older_than_ms`` ago."""
+        """Delete finished tasks older than ``older_than_ms`` (at most ``limit``); their ids."""
         return await (await self._ready()).purge(
             older_than_ms=older_than_ms, queue=queue, status=status, name=name, limit=limit
         )
@@ -227,7 +226,7 @@ class CairnQ:
         return await (await self._ready()).stats(queue)
 
     async def queue_depth(self, queue: str, max_depth: int) -> int:
-        """Headroom below ``max_depth`` queued tasks (not the depth itself)."""
+        """How many more queued tasks fit under ``max_depth`` (the headroom, not the depth)."""
         return await (await self._ready()).queue_depth(queue, max_depth)
 
     # -- waits ------------------------------------------------------------------------------
@@ -328,9 +327,11 @@ class CairnQ:
         """Call ``on_signal`` on "queued" (for ``queues``, all when None), "done" and
         a "poll" tick every ``poll_ms``; returns the function that unsubscribes.
 
-        Signals come from this process's writes and, on Postgres, NOTIFY; the
-        tick covers what neither sees. Consumer exceptions are swallowed. Needs
-        a running event loop (the tick is a task on it).
+        "queued" and "done" are seen for writes made in this process, and on
+        Postgres for every process's writes (LISTEN/NOTIFY); the periodic "poll"
+        is there for changes neither reports. Whatever ``on_signal`` raises is
+        dropped. Call it with an event loop running: the ticks run there, and
+        signals from other threads are handed to that loop.
 
         Raises:
             ValueError: ``poll_ms`` < 1 or a bad queue list.
@@ -339,37 +340,64 @@ class CairnQ:
             raise ValueError(f"poll_ms must be an integer >= 1, got {poll_ms!r}")
         if queues is not None and (isinstance(queues, str) or not isinstance(queues, Sequence)):
             raise ValueError("queues must be a list of queue names or None")
-        wanted = None if queues is None else frozenset(queues)
+        watcher = _Watcher(on_signal, None if queues is None else frozenset(queues), poll_ms)
+        return watcher.start(self._store)
 
-        def deliver(sig: WatchSignal) -> None:
-            with contextlib.suppress(Exception):
-                on_signal(sig)
 
-        def forward(sig: WatchSignal) -> None:
-            if sig.reason == "queued" and wanted is not None and sig.queue not in wanted:
-                return
-            # Signals may come from another thread (a worker on its own loop).
-            try:
-                on_loop = asyncio.get_running_loop() is loop
-            except RuntimeError:
-                on_loop = False
-            if on_loop:
-                deliver(sig)
-            elif not loop.is_closed():
-                loop.call_soon_threadsafe(deliver, sig)
+class _Watcher:
+    """One ``CairnQ.watch`` subscription.
 
-        async def tick() -> None:
-            while True:
-                await asyncio.sleep(poll_ms / 1000)
-                deliver(WatchSignal("poll"))
+    The store's hub may publish from any thread (a worker running its own loop);
+    every signal is handed to ``consumer`` on the loop that subscribed.
+    """
 
-        loop = asyncio.get_running_loop()
-        unsubscribe_store = self._store.watch(forward)
-        ticker = loop.create_task(tick())
+    __slots__ = ("_consumer", "_detach", "_home", "_poll_ms", "_queues", "_ticker")
 
-        def unsubscribe() -> None:
-            unsubscribe_store()
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(ticker.cancel)
+    def __init__(
+        self,
+        consumer: Callable[[WatchSignal], Any],
+        queues: frozenset[str] | None,
+        poll_ms: int,
+    ) -> None:
+        self._consumer = consumer
+        self._queues = queues
+        self._poll_ms = poll_ms
+        self._home = asyncio.get_running_loop()
+        self._detach: Callable[[], None] | None = None
+        self._ticker: asyncio.Task[None] | None = None
 
-        return unsubscribe
+    def start(self, store: TaskStore) -> Callable[[], None]:
+        self._detach = store.watch(self._offer)
+        self._ticker = self._home.create_task(self._tick())
+        return self._stop
+
+    def _offer(self, sig: WatchSignal) -> None:
+        if sig.reason == "queued" and self._queues is not None and sig.queue not in self._queues:
+            return
+        try:
+            here = asyncio.get_running_loop() is self._home
+        except RuntimeError:
+            here = False
+        if here:
+            self._hand_over(sig)
+        elif not self._home.is_closed():
+            self._home.call_soon_threadsafe(self._hand_over, sig)
+
+    def _hand_over(self, sig: WatchSignal) -> None:
+        try:
+            self._consumer(sig)
+        except Exception:
+            return  # the consumer's own failure never reaches the publisher
+
+    async def _tick(self) -> None:
+        period_s = self._poll_ms / 1000
+        while True:
+            await asyncio.sleep(period_s)
+            self._hand_over(WatchSignal("poll"))
+
+    def _stop(self) -> None:
+        if self._detach is not None:
+            self._detach()
+        ticker = self._ticker
+        if ticker is not None and not self._home.is_closed():
+            self._home.call_soon_threadsafe(ticker.cancel)
