@@ -52,14 +52,14 @@ from engine._models import (
 )
 from engine._retention import Retention, RetentionRule
 from engine._waits import WaitSnapshot, active_waits
-from engine._worker import (
+from engine._worker import Worker
+from engine._worker_snapshot import (
     CallSnapshot,
     CallTaskSnapshot,
     ErrorReport,
     NameSnapshot,
     ResourceHolder,
     ResourceSnapshot,
-    Worker,
     WorkerSnapshot,
 )
 from engine.store import PostgresStore, SQLiteStore, TaskStore, WatchSignal

@@ -48,17 +48,13 @@ from engine._worker_plan import (
     build_sources,
     payload_bytes,
     plan_poll,
-    runs_on_loop,
-    takes_payload,
+    registration_for,
 )
 from engine._worker_snapshot import (
-    CallSnapshot,
-    CallTaskSnapshot,
     ErrorReport,
     NameSnapshot,
     ResourceHolder,
     ResourceSnapshot,
-    Shortfall,
     WorkerSnapshot,
     WorkerState,
     report_of,
@@ -68,21 +64,6 @@ if TYPE_CHECKING:
     from engine.store._base import Draw, TaskStore
     from engine.store.postgres import PostgresStore
 
-__all__ = [
-    "CallSnapshot",
-    "CallTaskSnapshot",
-    "ErrorReport",
-    "InFlight",
-    "NameSnapshot",
-    "ResourceHolder",
-    "ResourceSnapshot",
-    "Shortfall",
-    "Source",
-    "Worker",
-    "WorkerSnapshot",
-    "WorkerState",
-    "plan_poll",
-]
 
 #: A handler passed through ``Worker.task`` unchanged, its type kept for the caller.
 H = TypeVar("H", bound=Callable[..., Any])
@@ -335,35 +316,16 @@ class Worker:
             ValueError: no usable name, ``batch``/``concurrency`` < 1, or a
                 resource the worker did not declare.
         """
-        if not callable(fn):
-            raise ValueError(f"handler must be callable, got {fn!r}")
-        if isinstance(name, TaskDef):
-            name = name.name
-        if name is None:
-            name = getattr(fn, "__name__", "")
-            if not isinstance(name, str) or not name.isidentifier():
-                raise ValueError(
-                    f"cannot derive a task name from {fn!r}; pass one, e.g. @w.task('x.y')"
-                )
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"task name must be a non-empty string, got {name!r}")
-        _optional_int(batch, "batch", 1)
-        _optional_int(concurrency, "concurrency", 1)
-        if resource is not None and resource not in self._capacities:
-            declared = sorted(self._capacities) or "none"
-            raise ValueError(
-                f"resource {resource!r} is not declared on this worker (declared: {declared}); "
-                "pass resources={...} to Worker"
-            )
-        self._registrations[name] = Registration(
-            name=name,
-            fn=fn,
+        registration = registration_for(
+            name,
+            fn,
             batch=batch,
             concurrency=concurrency,
             resource=resource,
-            is_async=runs_on_loop(fn),
-            wants_payload=takes_payload(fn),
+            declared=self._capacities,
         )
+        name = registration.name
+        self._registrations[name] = registration
         self._stats.setdefault(name, NameStats())
         self._sources = build_sources(self._registrations)
         self._batches = {n: r.batch for n, r in self._registrations.items()}

@@ -10,13 +10,13 @@ store hands it, so a store can re-run the plan when it retries a transaction.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from engine._models import Task
+from engine._models import Task, TaskDef
 from engine._worker_snapshot import Shortfall
 
 if TYPE_CHECKING:
@@ -65,6 +65,58 @@ class Registration:
     @property
     def draws_alone(self) -> bool:
         return self.batch is not None or self.concurrency is not None or self.resource is not None
+
+
+def registration_for(
+    name: str | TaskDef[Any, Any] | None,
+    fn: Handler,
+    *,
+    batch: int | None,
+    concurrency: int | None,
+    resource: str | None,
+    declared: Collection[str],
+) -> Registration:
+    """Check a registration and decide its handler's calling convention once.
+
+    ``name`` None takes the function's own name; ``declared`` are the worker's
+    resources.
+
+    Raises:
+        ValueError: no usable name, ``batch``/``concurrency`` not an integer
+            >= 1, or a resource the worker did not declare.
+    """
+    if not callable(fn):
+        raise ValueError(f"handler must be callable, got {fn!r}")
+    if isinstance(name, TaskDef):
+        name = name.name
+    if name is None:
+        name = getattr(fn, "__name__", "")
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(
+                f"cannot derive a task name from {fn!r}; pass one, e.g. @w.task('x.y')"
+            )
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"task name must be a non-empty string, got {name!r}")
+    for value, what in ((batch, "batch"), (concurrency, "concurrency")):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ValueError(f"{what} must be an integer >= 1, got {value!r}")
+    if resource is not None and resource not in declared:
+        known = sorted(declared) or "none"
+        raise ValueError(
+            f"resource {resource!r} is not declared on this worker (declared: {known}); "
+            "pass resources={...} to Worker"
+        )
+    return Registration(
+        name=name,
+        fn=fn,
+        batch=batch,
+        concurrency=concurrency,
+        resource=resource,
+        is_async=runs_on_loop(fn),
+        wants_payload=takes_payload(fn),
+    )
 
 
 @dataclass(frozen=True, slots=True)

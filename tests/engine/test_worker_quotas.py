@@ -15,7 +15,7 @@ import pytest
 from worker_support import DIALECTS, Overlap, connected, finished, open_store, submit_many
 
 from engine import Task, TaskStore, Worker
-from engine._worker import InFlight, Source, plan_poll
+from engine._worker_plan import InFlight, Source, plan_poll
 
 
 @pytest.fixture(params=DIALECTS)
