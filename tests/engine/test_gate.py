@@ -91,3 +91,21 @@ async def test_one_probe_grants_up_to_64_submits(store: TaskStore) -> None:
     for _ in range(4):
         await gate.admit(store, "narrow")
     assert gate.grants()["narrow"] == 0
+
+
+async def test_concurrent_submits_share_one_probe(
+    store: TaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Submits that queue up behind a probe use its allowance instead of probing again."""
+    probes: list[str] = []
+    real = store.queue_depth
+
+    async def counted(queue: str, max_depth: int) -> int:
+        probes.append(queue)
+        return await real(queue, max_depth)
+
+    monkeypatch.setattr(store, "queue_depth", counted)
+    gate = QueueGate({"wide": 1_000}, max_queue_wait_ms=0)
+    await asyncio.gather(*(gate.admit(store, "wide") for _ in range(20)))
+    assert probes == ["wide"]
+    assert gate.grants()["wide"] == 64 - 20
