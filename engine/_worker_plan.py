@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from engine._models import Task, TaskDef
+from engine._rules import at_least
 from engine._worker_snapshot import Shortfall
 
 if TYPE_CHECKING:
@@ -98,10 +99,8 @@ def registration_for(
     if not isinstance(name, str) or not name:
         raise ValueError(f"task name must be a non-empty string, got {name!r}")
     for value, what in ((batch, "batch"), (concurrency, "concurrency")):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise ValueError(f"{what} must be an integer >= 1, got {value!r}")
+        if value is not None:
+            at_least(value, what, 1)
     if resource is not None and resource not in declared:
         known = sorted(declared) or "none"
         raise ValueError(
