@@ -70,7 +70,9 @@ async def test_sweeps_after_one_interval_by_tier(store: TaskStore) -> None:
             RetentionRule(0, status="succeeded", queue="fast"),
             RetentionRule(3_600_000, status="canceled"),
         ],
-        interval_ms=250,
+        # Long enough that the setup below (a dozen writes, slow on a loaded
+        # machine) always ends before the first sweep.
+        interval_ms=2_000,
         limit=2,
     )
     client = CairnQ(store, retention=retention)
@@ -90,7 +92,7 @@ async def test_sweeps_after_one_interval_by_tier(store: TaskStore) -> None:
         async def gone() -> bool:
             return [await client.get(i) for i in done] == [None] * len(done)
 
-        deadline = asyncio.get_running_loop().time() + 5
+        deadline = asyncio.get_running_loop().time() + 15
         while not await gone():
             assert asyncio.get_running_loop().time() < deadline
             await asyncio.sleep(0.05)
