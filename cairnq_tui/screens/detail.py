@@ -15,7 +15,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Collapsible, Footer, Header, Static
+from textual.widgets import Collapsible, Header, Static
 
 from cairnq_tui import keymap
 from cairnq_tui.explain import clock_time, why_not_running
@@ -23,6 +23,7 @@ from cairnq_tui.formatting import age, clean, lease_left, progress_bar, safe_tex
 from cairnq_tui.hosting import HostedStatus, hosted_reasons
 from cairnq_tui.messages import DetailRefreshed
 from cairnq_tui.widgets.json_tree import JsonTree
+from cairnq_tui.widgets.key_footer import KeyFooter
 from cairnq_tui.widgets.status_bar import StatusBar
 from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine import Task, TaskDetail
@@ -60,7 +61,7 @@ class TaskDetailScreen(ForwardWorkerErrors, Screen[None]):
                 with Collapsible(title=name, collapsed=name == "metadata", id=f"c-{name}"):
                     yield JsonTree(name, id=f"json-{name}")
         yield StatusBar()
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         app: Any = self.app

@@ -10,11 +10,12 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.screen import Screen
-from textual.widgets import Footer, Header, TabbedContent, TabPane
+from textual.widgets import Header, TabbedContent, TabPane
 
 from cairnq_tui.messages import StoreConnected
 from cairnq_tui.widgets.calls_view import CallsView
 from cairnq_tui.widgets.errors_view import ErrorsView
+from cairnq_tui.widgets.key_footer import KeyFooter
 from cairnq_tui.widgets.keys_view import KeysView
 from cairnq_tui.widgets.leases_view import LeasesView
 from cairnq_tui.widgets.queues_view import QueuesView
@@ -48,7 +49,7 @@ class MainScreen(Screen[None]):
                 with TabPane(f"{title} [{list(VIEWS).index(view_id) + 1}]", id=view_id):
                     yield view_class(id=f"{view_id}-view")
         yield StatusBar()
-        yield Footer()
+        yield KeyFooter()
 
     def __init__(self) -> None:
         super().__init__()
