@@ -39,6 +39,9 @@ from engine.store import redact_dsn
 
 #: The least time between two refreshes that watch signals may trigger.
 EARLY_REFRESH_GAP_S = 0.25
+#: Allocations (net of frees) between two young collections while the console
+#: runs, instead of CPython's 700: see ``ConsoleApp._freeze_heap``.
+GC_YOUNG_THRESHOLD = 10_000
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,7 @@ class ConsoleApp(App[None]):
         self._unwatch: Any = None
         self._woke_pending = False
         self._heap_frozen = False
+        self._gc_threshold: tuple[int, int, int] | None = None  # CPython's, to restore
         if settings.theme:
             self.theme = settings.theme
 
@@ -170,6 +174,9 @@ class ConsoleApp(App[None]):
     async def on_unmount(self) -> None:
         if self._heap_frozen:
             gc.unfreeze()  # what the console built at startup may be collected again
+        if self._gc_threshold is not None:
+            gc.set_threshold(*self._gc_threshold)
+            self._gc_threshold = None
         if self._unwatch is not None:
             self._unwatch()
         await self.store.close()
@@ -248,9 +255,24 @@ class ConsoleApp(App[None]):
         the widgets, styles and modules of the console that is a pause of 50 to
         200 ms, often right between a keypress and its repaint. Frozen objects
         are not scanned; they are unfrozen when the app exits.
+
+        A full collection still scans what was built since (a view's rows and
+        rendered lines), and CPython starts one every 10 middle collections once
+        that grows by a quarter, which after a freeze is almost always: drawing a
+        page of new tasks allocates enough for a young collection every few
+        milliseconds, a middle one every few dozen and a full one every second or
+        two. Nearly everything the console allocates dies by reference count, so
+        the young threshold goes from 700 to ``GC_YOUNG_THRESHOLD``: young
+        collections scan a little more each, and every generation runs about
+        14 times less often (bench/README.md has the counts). CPython's
+        thresholds are restored when the app exits.
         """
         gc.collect()
         gc.freeze()
+        threshold = gc.get_threshold()
+        if self._gc_threshold is None:
+            self._gc_threshold = (threshold[0], threshold[1], threshold[2])
+        gc.set_threshold(max(GC_YOUNG_THRESHOLD, threshold[0]), threshold[1], threshold[2])
 
     def _arm(self, delay: float) -> None:
         if self._timer is not None:
