@@ -39,6 +39,8 @@ from engine.store import redact_dsn
 
 #: The least time between two refreshes that watch signals may trigger.
 EARLY_REFRESH_GAP_S = 0.25
+#: While signals keep coming, at most one refresh this often is brought forward.
+EARLY_REFRESH_EVERY_S = 1.0
 #: Allocations (net of frees) between two young collections while the console
 #: runs, instead of CPython's 700: see ``ConsoleApp._freeze_heap``.
 GC_YOUNG_THRESHOLD = 10_000
@@ -108,6 +110,12 @@ class ConsoleApp(App[None]):
         self._in_flight = False
         self._again = False
         self._last_done = 0.0
+        #: Watch signals: one came while a refresh was in flight; the next refresh
+        #: was brought forward by one; when the last such refresh started.
+        self._woken = False
+        self._early_next = False
+        self._early_at = -float("inf")
+        self._due_at = float("inf")  # when the armed timer fires (monotonic)
         self._unwatch: Any = None
         self._woke_pending = False
         self._heap_frozen = False
@@ -221,6 +229,9 @@ class ConsoleApp(App[None]):
             return
         self._in_flight = True
         self._again = False
+        if self._early_next:
+            self._early_next = False
+            self._early_at = time.monotonic()
         self.ticks += 1
         view.refresh_data()
 
@@ -242,8 +253,7 @@ class ConsoleApp(App[None]):
         if bar is not None:
             bar.cost_ms = message.cost_ms
         self._show_state()
-        delay = 0.0 if self._again else self.settings.refresh_s
-        self.call_after_refresh(self._arm, delay)
+        self.call_after_refresh(self._arm_next)
         if not self._heap_frozen:
             self._heap_frozen = True
             self.call_after_refresh(self._freeze_heap)
@@ -274,10 +284,47 @@ class ConsoleApp(App[None]):
             self._gc_threshold = (threshold[0], threshold[1], threshold[2])
         gc.set_threshold(max(GC_YOUNG_THRESHOLD, threshold[0]), threshold[1], threshold[2])
 
+    def _arm_next(self) -> None:
+        """Arm the tick after a drawn refresh: at once if one was asked for meanwhile."""
+        if self._again:
+            self._arm(0.0)
+            return
+        self._arm(self.settings.refresh_s)
+        if self._woken:
+            self._woken = False
+            self._arm_early()
+
     def _arm(self, delay: float) -> None:
         if self._timer is not None:
             self._timer.stop()
-        self._timer = self.set_timer(max(delay, 0.001), self.refresh_now)
+        self._early_next = False
+        delay = max(delay, 0.001)
+        self._due_at = time.monotonic() + delay
+        self._timer = self.set_timer(delay, self.refresh_now)
+
+    def _arm_early(self) -> None:
+        """Bring the next refresh forward for a watch signal, at most once per period.
+
+        The first signal after a quiet spell refreshes ``EARLY_REFRESH_GAP_S``
+        after the last refresh. While signals keep coming (a worker settling a
+        thousand tasks a second signals all the time) only one refresh per
+        ``EARLY_REFRESH_EVERY_S`` is brought forward: without that limit the
+        visible view refreshed four times a second or back to back, and every
+        refresh of a page of new tasks is loop time a keypress can wait behind.
+        """
+        now = time.monotonic()
+        wait = max(
+            EARLY_REFRESH_GAP_S - (now - self._last_done),
+            self._early_at + EARLY_REFRESH_EVERY_S - now,
+        )
+        if now + wait >= self._due_at:
+            return  # the armed tick comes first
+        if wait <= 0:
+            self._early_next = True
+            self.refresh_now()
+            return
+        self._arm(wait)
+        self._early_next = True
 
     def _show_state(self, state: str | None = None) -> None:
         bar = self.status_bar()
@@ -288,13 +335,10 @@ class ConsoleApp(App[None]):
         self._woke_pending = False
         if not self.connected or self.paused:
             return
-        wait = EARLY_REFRESH_GAP_S - (time.monotonic() - self._last_done)
         if self._in_flight:
-            self._again = True
-        elif wait <= 0:
-            self.refresh_now()
+            self._woken = True  # considered when the refresh in flight is drawn
         else:
-            self._arm(wait)
+            self._arm_early()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place a failed worker becomes a notification."""
