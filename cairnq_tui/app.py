@@ -26,12 +26,12 @@ from textual.worker import Worker, WorkerState
 from cairnq_tui import keymap
 from cairnq_tui.clock import Clock, system_clock
 from cairnq_tui.commands import ConsoleCommands
-from cairnq_tui.controls import Controls
 from cairnq_tui.formatting import clean
 from cairnq_tui.hosting import WorkerHost
 from cairnq_tui.messages import ControlFinished, DatabaseWoke, DataMessage, StoreConnected
 from cairnq_tui.screens.help import HelpScreen
 from cairnq_tui.screens.main import MainScreen
+from cairnq_tui.switching import GuardedControls, TargetCommands, pick_target
 from cairnq_tui.target import Target
 from cairnq_tui.widgets.status_bar import StatusBar
 from engine import CairnQ, Inspector, TaskStore, WaitSnapshot, WatchSignal, active_waits
@@ -59,6 +59,14 @@ class Settings:
     max_depth: dict[str, int] = field(default_factory=dict)
     #: Counts that may cost up to the cap run every this many ticks.
     slow_every: int = 5
+    #: The config's name for the target (None for a literal path or DSN).
+    name: str | None = None
+    #: A ``danger = true`` target: warning colours, bulk actions ask for its name.
+    danger: bool = False
+    #: ``--config`` (None: the default location); ``:`` lists its targets.
+    config_path: str | None = None
+    #: ``--read-only`` was given: every target switched to stays read-only.
+    locked_read_only: bool = False
 
 
 class ConsoleApp(App[None]):
@@ -67,7 +75,7 @@ class ConsoleApp(App[None]):
     CSS_PATH = Path(__file__).parent / "app.tcss"
     TITLE = "cairnq console"
     BINDINGS = keymap.APP
-    COMMANDS = App.COMMANDS | {ConsoleCommands}
+    COMMANDS = App.COMMANDS | {ConsoleCommands, TargetCommands}
 
     def __init__(
         self,
@@ -98,7 +106,7 @@ class ConsoleApp(App[None]):
         self.wait_registry = wait_registry
         self.client = CairnQ(store)
         self.inspector = Inspector(store, clock=clock)
-        self.controls = Controls(self)
+        self.controls = GuardedControls(self)
         self.read_only = settings.read_only
         self.connected = False
         self.meta: dict[str, str] = {}
@@ -178,6 +186,33 @@ class ConsoleApp(App[None]):
         if self.settings.notice:
             self.notify(self.settings.notice, title="New database", markup=False)
         self.refresh_now()
+
+    async def retarget(self, store: TaskStore, settings: Settings) -> None:
+        """Point the running console at another database (``:``), then connect."""
+        self.workers.cancel_group(self, "connect")  # the views' workers end with the views
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        old = self.store
+        self.store, self.settings, self.read_only = store, settings, settings.read_only
+        self.client = CairnQ(store)
+        self.inspector = Inspector(store, clock=self.clock)
+        self.connected = self._in_flight = self._again = False
+        if settings.theme:
+            self.theme = settings.theme
+        while len(self.screen_stack) > 2:  # the default screen, then the main screen
+            await self.pop_screen()
+        await self.switch_screen(MainScreen())  # fresh views: nothing of the old target
+        self.connect_store()
+        # A write already confirmed on the old target finishes there before it closes.
+        await self.workers.wait_for_complete([w for w in self.workers if w.group == "control"])
+        await old.close()
+
+    def action_switch_target(self) -> None:
+        pick_target(self)
 
     async def on_unmount(self) -> None:
         if self._heap_frozen:

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cairnq_tui import __version__
+from cairnq_tui.config import ConfigError, apply_to_args, settings_fields
 from cairnq_tui.hosting import HostError, WorkerHost
+from cairnq_tui.serve import add_serve_parser, serve
 from cairnq_tui.target import TargetError, check_target, make_store, parse_target
 from engine.store import redact_dsn
 
@@ -45,7 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
         "target",
         nargs="?",
         metavar="TARGET",
-        help="SQLite path or postgres:// DSN (default ./tasks.db, created when missing)",
+        help="a target NAME from the config file, a SQLite path or a postgres:// DSN "
+        "(default ./tasks.db, created when missing)",
+    )
+    launch.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the config file naming targets (default $XDG_CONFIG_HOME/cairnq-tui/config.toml)",
     )
     launch.add_argument("--schema", help="Postgres schema holding the cairnq tables")
     launch.add_argument(
@@ -63,7 +71,6 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument(
         "--refresh",
         type=_positive_float,
-        default=1.0,
         metavar="SECONDS",
         help="refresh interval (default 1)",
     )
@@ -84,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="host this engine.Worker (or a function taking the store and returning one) "
         "in the console, on the same database (repeatable)",
     )
+    add_serve_parser(commands, launch)
     demo = commands.add_parser(
         "demo",
         help="the console on a fresh database with a demo worker and traffic",
@@ -139,10 +147,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo(args)
-    if args.command != "launch":
+    if args.command not in ("launch", "serve"):
         parser.print_help()
         return 0 if args.command is None and argv == [] else EXIT_BAD_TARGET
-    return launch(args)
+    try:
+        apply_to_args(args)  # a target NAME becomes its config's target and defaults
+    except ConfigError as exc:
+        print(f"cairnq-tui: {exc}", file=sys.stderr)
+        return EXIT_BAD_TARGET
+    return serve(args) if args.command == "serve" else launch(args)
 
 
 def launch(args: argparse.Namespace) -> int:
@@ -160,7 +173,7 @@ def launch(args: argparse.Namespace) -> int:
         )
         return EXIT_BAD_TARGET
     try:
-        target = parse_target(args.target, args.schema)
+        target = args.resolved or parse_target(args.target, args.schema)
         notice = asyncio.run(check_target(target, read_only=args.read_only))
         store = make_store(target, read_only=args.read_only)
     except TargetError as exc:
@@ -183,6 +196,7 @@ def launch(args: argparse.Namespace) -> int:
         theme=args.theme,
         notice=notice,
         max_depth=dict(args.max_depth),
+        **settings_fields(args),
     )
     host = None
     if args.workers:

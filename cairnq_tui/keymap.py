@@ -26,6 +26,7 @@ APP: list[BindingType] = [
     Binding("ctrl+r", "refresh_now", "Refresh", show=False),
     Binding("n", "submit", "Submit"),
     Binding("P", "purge", "Purge", key_display="P"),
+    Binding("colon", "switch_target", "Switch target", key_display=":", show=False),
 ]
 
 TASKS: list[BindingType] = [

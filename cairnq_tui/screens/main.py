@@ -68,6 +68,8 @@ class MainScreen(Screen[None]):
         )
         bar.dialect = app.store.dialect
         bar.read_only = app.read_only
+        bar.target_name = app.settings.name or ""
+        bar.danger = app.settings.danger
         bar.state = app.refresh_state()
 
     def active_view(self) -> Any:

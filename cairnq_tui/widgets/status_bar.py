@@ -14,6 +14,7 @@ class StatusBar(Static):
 
     DEFAULT_CSS = """
     StatusBar { height: 1; background: $panel; color: $text; padding: 0 1; }
+    StatusBar.-danger { background: $error-darken-2; }
     """
 
     target: reactive[str] = reactive("")
@@ -22,11 +23,20 @@ class StatusBar(Static):
     state: reactive[str] = reactive("connecting")
     cost_ms: reactive[float | None] = reactive(None)
     read_only: reactive[bool] = reactive(False)
+    #: The config's name for the target, and whether it is marked ``danger``.
+    target_name: reactive[str] = reactive("")
+    danger: reactive[bool] = reactive(False)
+
+    def watch_danger(self, danger: bool) -> None:
+        self.set_class(danger, "-danger")
 
     def render(self) -> Text:
         parts: list[tuple[str, str] | str] = []
         if self.read_only:
             parts += [(" READ-ONLY ", "bold reverse red"), " "]
+        if self.target_name:
+            badge = "bold reverse yellow" if self.danger else "bold reverse"
+            parts += [(f" {clean(self.target_name)} ", badge), " "]
         parts += [(clean(self.target), "bold"), f"  {self.dialect}"]
         if self.versions:
             parts.append(f"  {self.versions}")

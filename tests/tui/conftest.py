@@ -12,3 +12,11 @@ from console_states import build_demo_db
 def demo_db(tmp_path: Path) -> Path:
     """A fresh copy of the deterministic demo database."""
     return build_demo_db(tmp_path / "demo.db")
+
+
+@pytest.fixture(autouse=True)
+def _no_personal_config(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Named targets come from the test's own files, never from the user's config."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg")))

@@ -1,0 +1,141 @@
+"""``cairnq-tui serve TARGET``: the console in a browser, through textual-serve.
+
+Each browser tab that opens the page gets its own console process on the
+target (textual-serve starts ``cairnq-tui launch …`` per websocket). Those
+consoles are read-only unless ``--allow-writes`` is given, and they never host
+workers: ``--worker`` runs each worker once, in this server process, and the
+tabs see it through the database like any other worker.
+
+The server binds to 127.0.0.1 unless ``--host`` says otherwise; anyone who can
+reach the port gets a console on the target (there is no login).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shlex
+import sys
+from functools import partial
+from typing import Any
+
+from cairnq_tui.config import SERVED_ENV
+from cairnq_tui.hosting import HostError, WorkerHost
+from cairnq_tui.target import TargetError, check_target, make_store, parse_target
+from engine.store import redact_dsn
+
+EXIT_BAD_TARGET = 2
+LOOPBACK = "127.0.0.1"
+
+
+def add_serve_parser(commands: Any, launch: argparse.ArgumentParser) -> None:
+    """Add ``serve``: every ``launch`` option, plus where to listen."""
+    serve = commands.add_parser(
+        "serve",
+        parents=[launch],
+        add_help=False,
+        help="serve the console to web browsers (one console per browser tab)",
+        description="Serve the console on TARGET over HTTP with textual-serve; each browser "
+        "tab gets its own console process. Read-only unless --allow-writes. --worker hosts "
+        "each worker once, in the server process.",
+    )
+    serve.add_argument(
+        "--host",
+        default=LOOPBACK,
+        help="address to listen on (default 127.0.0.1: this machine only)",
+    )
+    serve.add_argument("--port", type=_port, default=8000, help="port (default 8000)")
+    serve.add_argument(
+        "--allow-writes",
+        action="store_true",
+        help="let the browser consoles write (cancel, retry, submit, purge)",
+    )
+    serve.add_argument(
+        "--public-url",
+        metavar="URL",
+        help="the URL browsers use to reach the server (default http://HOST:PORT)",
+    )
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port: {text!r}") from None
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError("a port is between 1 and 65535")
+    return port
+
+
+def console_command(args: argparse.Namespace, *, read_only: bool) -> list[str]:
+    """The ``launch`` command line each browser tab runs (never with ``--worker``)."""
+    command = [sys.executable, "-m", "cairnq_tui.cli", "launch"]
+    if args.target:
+        command.append(args.target)
+    if args.config:
+        command += ["--config", args.config]
+    if args.schema:
+        command += ["--schema", args.schema]
+    for queue in args.queues or ():
+        command += ["--queue", queue]
+    if read_only:
+        command.append("--read-only")
+    command += ["--refresh", f"{args.refresh:g}"]
+    if args.theme:
+        command += ["--theme", args.theme]
+    for queue, limit in args.max_depth:
+        command += ["--max-depth", f"{limit}" if queue == "*" else f"{queue}={limit}"]
+    return command
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Check the target, start the hosted workers, then serve until interrupted."""
+    from textual_serve.server import Server
+
+    read_only = args.read_only or not args.allow_writes
+    if args.workers and args.read_only:
+        print("cairnq-tui: --worker cannot be used with --read-only", file=sys.stderr)
+        return EXIT_BAD_TARGET
+    try:
+        target = args.resolved or parse_target(args.target, args.schema)
+        # A new SQLite file is created here when writes are allowed (or a worker runs).
+        asyncio.run(check_target(target, read_only=read_only and not args.workers))
+        host = None
+        if args.workers:
+            host = WorkerHost(
+                args.workers,
+                make_store=partial(make_store, target, read_only=False),
+                target_text=target.raw,
+            )
+    except (TargetError, HostError) as exc:
+        print(f"cairnq-tui: {exc}", file=sys.stderr)
+        return EXIT_BAD_TARGET
+    except Exception as exc:  # never a traceback for the operator; say what broke
+        print(
+            f"cairnq-tui: cannot open {redact_dsn(str(args.target or 'tasks.db'))}: "
+            f"{type(exc).__name__}: {redact_dsn(str(exc))}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_TARGET
+    os.environ[SERVED_ENV] = "1"  # the tabs' consoles inherit it: they host no worker
+    name = args.named.name if args.named else target.display
+    server = Server(
+        shlex.join(console_command(args, read_only=read_only)),
+        host=args.host,
+        port=args.port,
+        title=f"cairnq console · {name}",
+        public_url=args.public_url,
+    )
+    if host is not None:
+        try:
+            host.start()
+        except HostError as exc:
+            print(f"cairnq-tui: {exc}", file=sys.stderr)
+            return EXIT_BAD_TARGET
+    try:
+        server.serve()
+    finally:
+        if host is not None:
+            host.shutdown()
+    return 0

@@ -1,0 +1,153 @@
+"""Switching the running console to another named target, and guarding danger ones.
+
+``:`` (or "Switch to target …" in the palette) lists the config's targets; the
+chosen one is checked like ``launch`` checks its target, and only then does the
+console drop its views and store and reconnect on the new one. Switching keeps
+``--read-only`` (a console started read-only stays read-only) and is refused
+while the console hosts workers (they belong to the first target) and in the
+consoles ``serve`` starts (a browser only reaches the target it was served).
+
+On a ``danger = true`` target the bulk actions (cancel all, retry all, purge)
+first ask for the target's name to be typed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from cairnq_tui import config
+from cairnq_tui.commands import ConsoleCommands
+from cairnq_tui.controls import Controls
+from cairnq_tui.formatting import clean
+from cairnq_tui.screens.targets import TargetPickerScreen, TypeNameScreen
+from cairnq_tui.target import TargetError, check_target, make_store
+from engine import TaskFilter
+
+if TYPE_CHECKING:
+    from cairnq_tui.app import ConsoleApp
+
+
+def _why_not(app: ConsoleApp) -> str | None:
+    if app.host is not None:
+        return "This console hosts workers (--worker) on its target: it cannot switch."
+    if os.environ.get(config.SERVED_ENV) == "1":
+        return "A served console stays on the target it was served for."
+    return None
+
+
+def _targets(app: ConsoleApp) -> config.Config | None:
+    """The config's targets now (read again, so edits show), or None after a notice."""
+    why = _why_not(app)
+    if why is not None:
+        app.notify(why, severity="warning", markup=False)
+        return None
+    try:
+        found = config.load(app.settings.config_path)
+    except config.ConfigError as exc:
+        app.notify(str(exc), title="Bad config", severity="error", markup=False)
+        return None
+    if not found.targets:
+        app.notify(f"No targets are named in {found.path}.", severity="warning", markup=False)
+        return None
+    return found
+
+
+def pick_target(app: ConsoleApp) -> None:
+    """``:``: ask which target to show, then switch to it."""
+    found = _targets(app)
+    if found is None:
+        return
+    listed = [(t.name, t.where, t.danger) for t in found.targets.values()]
+
+    def chosen(name: str | None) -> None:
+        if name is not None:
+            switch_to(app, found.targets[name])
+
+    app.push_screen(TargetPickerScreen(listed, app.settings.name), chosen)
+
+
+def switch_to(app: ConsoleApp, named: config.NamedTarget) -> None:
+    """Check ``named`` in a worker, then point the console at it."""
+
+    async def job() -> None:
+        read_only = named.read_only or app.settings.locked_read_only
+        try:
+            target = named.open_target()
+            notice = await check_target(target, read_only=read_only)
+            store = make_store(target, read_only=read_only)
+        except (config.ConfigError, TargetError) as exc:
+            app.notify(
+                clean(str(exc)),
+                title=f"Cannot switch to {named.name}",
+                severity="error",
+                markup=False,
+            )
+            return
+        settings = replace(
+            app.settings,
+            target=target,
+            name=named.name,
+            danger=named.danger,
+            read_only=read_only,
+            queues=named.queues,
+            refresh_s=named.refresh or 1.0,
+            theme=named.theme,
+            max_depth=dict(named.max_depth),
+            notice=notice,
+        )
+        await app.retarget(store, settings)
+        app.notify(f"Now on {named.name}: {named.where}", markup=False)
+
+    app.run_worker(job(), group="switch", exclusive=True, exit_on_error=False)
+
+
+class TargetCommands(ConsoleCommands):
+    """ "Switch to target NAME" for every target of the config."""
+
+    def _commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
+        app: Any = self.app
+        if _why_not(app) is not None:
+            return []
+        try:
+            found = config.load(app.settings.config_path)
+        except config.ConfigError:
+            return []  # the palette stays quiet; ":" says what is wrong
+        return [
+            (
+                f"Switch to target {named.name}",
+                clean(named.where) + ("  (danger)" if named.danger else ""),
+                partial(switch_to, app, named),
+            )
+            for named in found.targets.values()
+        ]
+
+
+class GuardedControls(Controls):
+    """The console's controls; on a danger target, bulk ones first ask for its name."""
+
+    def _gate(self, action: str, then: Any) -> None:
+        settings = self.app.settings
+        if not settings.danger or self.app.read_only:
+            then()
+            return
+
+        def answered(typed: bool | None) -> None:
+            if typed:
+                then()
+
+        self.app.push_screen(
+            TypeNameScreen(settings.name or settings.target.display, action), answered
+        )
+
+    def cancel_matching(self, flt: TaskFilter, describe_queues: str = "") -> None:
+        self._gate("Cancel all", partial(super().cancel_matching, flt, describe_queues))
+
+    def retry_matching(self, flt: TaskFilter) -> None:
+        self._gate("Retry all", partial(super().retry_matching, flt))
+
+    def purge(self) -> None:
+        self._gate("Purge", super().purge)
