@@ -208,7 +208,9 @@ class ConsoleApp(App[None]):
         await self.switch_screen(MainScreen())  # fresh views: nothing of the old target
         self.connect_store()
         # A write already confirmed on the old target finishes there before it closes.
-        await self.workers.wait_for_complete([w for w in self.workers if w.group == "control"])
+        writing = [w for w in self.workers if w.group == "control"]
+        if writing:  # (an empty list would mean every worker, this one included)
+            await self.workers.wait_for_complete(writing)
         await old.close()
 
     def action_switch_target(self) -> None:
