@@ -2,7 +2,8 @@
 
 Postgres tests read the server from ``CAIRNQ_TEST_PG_DSN`` and skip cleanly when it
 is unset; with ``CAIRNQ_REQUIRE_PG=1`` (what .ci/run sets) such a skip is turned
-into a failure, so CI can never pass with Postgres silently untested.
+into a failure, so CI can never pass with Postgres silently untested. The same
+goes for the browser test (marker ``browser``) under ``CAIRNQ_REQUIRE_BROWSER=1``.
 """
 
 from __future__ import annotations
@@ -86,10 +87,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
-    if (
-        report.skipped
-        and os.environ.get("CAIRNQ_REQUIRE_PG") == "1"
-        and item.get_closest_marker("postgres") is not None
+    for marker, variable in (
+        ("postgres", "CAIRNQ_REQUIRE_PG"),
+        ("browser", "CAIRNQ_REQUIRE_BROWSER"),
     ):
-        report.outcome = "failed"
-        report.longrepr = f"Postgres test skipped while CAIRNQ_REQUIRE_PG=1: {report.longrepr}"
+        if (
+            report.skipped
+            and os.environ.get(variable) == "1"
+            and item.get_closest_marker(marker) is not None
+        ):
+            report.outcome = "failed"
+            report.longrepr = f"{marker} test skipped while {variable}=1: {report.longrepr}"
