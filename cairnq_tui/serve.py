@@ -94,6 +94,14 @@ def serve(args: argparse.Namespace) -> int:
     from textual_serve.server import Server
 
     read_only = args.read_only or not args.allow_writes
+    if args.target and redact(args.target) != args.target:
+        # The tabs' command line is shown by ps and printed by textual-serve.
+        print(
+            "cairnq-tui: serve will not pass a password on the consoles' command line: "
+            "drop it from the DSN and set PGPASSWORD, or name a target with password_env",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_TARGET
     if args.workers and args.read_only:
         print("cairnq-tui: --worker cannot be used with --read-only", file=sys.stderr)
         return EXIT_BAD_TARGET

@@ -1,4 +1,5 @@
-"""A headless Chromium driven over the Chrome DevTools Protocol, for the serve test.
+"""``cairnq-tui serve`` as a subprocess, and a headless Chromium driven over the
+Chrome DevTools Protocol, for the serve tests.
 
 No browser-automation dependency: Chromium's own ``--remote-debugging-port`` and
 a websocket (aiohttp, which textual-serve already needs) are enough to load a
@@ -19,10 +20,13 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
+import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import urllib.request
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +62,53 @@ SCREEN_TEXT = """
   return lines.join("\\n");
 })()
 """
+
+
+SCRIPT = Path(sys.executable).with_name("cairnq-tui")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def serving(argv: Sequence[str], log_path: Path) -> Iterator[tuple[str, int]]:
+    """``cairnq-tui serve ARGV --port P``: (its URL once the page answers, its pid)."""
+    port = free_port()
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(
+            [SCRIPT, "serve", *argv, "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # the tabs' console processes end with the server
+        )
+        url = f"http://127.0.0.1:{port}/"
+        try:
+            until = time.monotonic() + 60
+            while True:
+                assert server.poll() is None, log_path.read_text()
+                try:
+                    with urllib.request.urlopen(url, timeout=5) as answer:
+                        assert b"ws://127.0.0.1" in answer.read()
+                    break
+                except OSError:
+                    assert time.monotonic() < until, "serve never answered"
+                    time.sleep(0.2)
+            yield url, server.pid
+        finally:
+            _end_group(server)
+
+
+def _end_group(process: subprocess.Popen[bytes]) -> None:
+    """End a process this test started, and the group it leads."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def chromium_path() -> str | None:
@@ -155,12 +206,7 @@ async def headless_page(
                 await page.call("Page.navigate", url=url)
                 yield page
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        _end_group(process)
 
 
 async def _debugging_port(file: Path, process: subprocess.Popen[bytes]) -> int:

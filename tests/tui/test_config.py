@@ -242,3 +242,11 @@ def test_serve_reads_the_same_config(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["serve", "--config", str(path), "prod"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"cairnq-tui: {path}:3: targets.prod.colour: unknown key")
+
+
+def test_serve_refuses_a_password_it_would_put_on_a_command_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["serve", "postgresql://ops:hunter2@127.0.0.1:1/app"]) == 2
+    err = capsys.readouterr().err
+    assert "PGPASSWORD" in err and "hunter2" not in err and len(err.splitlines()) == 1

@@ -11,29 +11,16 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser_support import chromium_path, headless_page
+from browser_support import chromium_path, headless_page, serving
 from console_states import build_demo_db
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-SCRIPT = Path(sys.executable).with_name("cairnq-tui")
 README_SHOT = Path(__file__).resolve().parents[2] / "screenshots" / "browser.png"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
@@ -42,35 +29,8 @@ def served(tmp_path: Path) -> Iterator[str]:
     db = build_demo_db(tmp_path / "demo.db")
     config = tmp_path / "config.toml"
     config.write_text(f'[targets.demo]\npath = "{db}"\nrefresh = 2\n', encoding="utf-8")
-    port = free_port()
-    log = (tmp_path / "serve.log").open("wb")
-    server = subprocess.Popen(
-        [SCRIPT, "serve", "--config", str(config), "demo", "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # the tabs' console processes end with the server
-    )
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        until = time.monotonic() + 60
-        while True:
-            assert server.poll() is None, (tmp_path / "serve.log").read_text()
-            try:
-                with urllib.request.urlopen(url, timeout=5) as answer:
-                    assert b"ws://127.0.0.1" in answer.read()
-                break
-            except OSError:
-                assert time.monotonic() < until, "serve never answered"
-                time.sleep(0.2)
+    with serving(["--config", str(config), "demo"], tmp_path / "serve.log") as (url, _):
         yield url
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        log.close()
 
 
 async def test_the_console_in_a_browser(served: str, tmp_path: Path) -> None:
