@@ -94,7 +94,7 @@ def serve(args: argparse.Namespace) -> int:
     from textual_serve.server import Server
 
     read_only = args.read_only or not args.allow_writes
-    if args.target and redact(args.target) != args.target:
+    if args.target and redact_dsn(args.target) != args.target:
         # The tabs' command line is shown by ps and printed by textual-serve.
         print(
             "cairnq-tui: serve will not pass a password on the consoles' command line: "
