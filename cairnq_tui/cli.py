@@ -20,9 +20,14 @@ from typing import TYPE_CHECKING
 from cairnq_tui import __version__
 from cairnq_tui.config import ConfigError, apply_to_args, settings_fields
 from cairnq_tui.hosting import HostError, WorkerHost
-from cairnq_tui.serve import add_serve_parser, serve
-from cairnq_tui.target import TargetError, check_target, make_store, parse_target
-from engine.store import redact_dsn
+from cairnq_tui.serve import Served, add_serve_parser, serve
+from cairnq_tui.target import (
+    TargetError,
+    cannot_open,
+    check_target,
+    make_store,
+    parse_target,
+)
 
 if TYPE_CHECKING:
     from cairnq_tui.app import ConsoleApp
@@ -182,11 +187,7 @@ def launch(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # never a traceback for the operator; say what broke
-        print(
-            f"cairnq-tui: cannot open {redact_dsn(str(args.target or 'tasks.db'))}: "
-            f"{type(exc).__name__}: {redact_dsn(str(exc))}",
-            file=sys.stderr,
-        )
+        print(cannot_open(args.target, exc), file=sys.stderr)
         return EXIT_BAD_TARGET
     settings = Settings(
         target=target,
@@ -217,8 +218,8 @@ def launch(args: argparse.Namespace) -> int:
     return run_hosting(app, host)
 
 
-def run_hosting(app: ConsoleApp, host: WorkerHost | None) -> int:
-    """Start the hosted workers, run the console, then shut the workers down."""
+def run_hosting(app: ConsoleApp | Served, host: WorkerHost | None) -> int:
+    """Start the hosted workers, run the console (or server), then shut the workers down."""
     if host is not None:
         try:
             host.start()

@@ -22,7 +22,13 @@ from typing import Any
 
 from cairnq_tui.config import SERVED_ENV
 from cairnq_tui.hosting import HostError, WorkerHost
-from cairnq_tui.target import TargetError, check_target, make_store, parse_target
+from cairnq_tui.target import (
+    TargetError,
+    cannot_open,
+    check_target,
+    make_store,
+    parse_target,
+)
 from engine.store import redact_dsn
 
 EXIT_BAD_TARGET = 2
@@ -120,11 +126,7 @@ def serve(args: argparse.Namespace) -> int:
         print(f"cairnq-tui: {exc}", file=sys.stderr)
         return EXIT_BAD_TARGET
     except Exception as exc:  # never a traceback for the operator; say what broke
-        print(
-            f"cairnq-tui: cannot open {redact_dsn(str(args.target or 'tasks.db'))}: "
-            f"{type(exc).__name__}: {redact_dsn(str(exc))}",
-            file=sys.stderr,
-        )
+        print(cannot_open(args.target, exc), file=sys.stderr)
         return EXIT_BAD_TARGET
     os.environ[SERVED_ENV] = "1"  # the tabs' consoles inherit it: they host no worker
     name = args.named.name if args.named else target.display
@@ -135,15 +137,18 @@ def serve(args: argparse.Namespace) -> int:
         title=f"cairnq console · {name}",
         public_url=args.public_url,
     )
-    if host is not None:
-        try:
-            host.start()
-        except HostError as exc:
-            print(f"cairnq-tui: {exc}", file=sys.stderr)
-            return EXIT_BAD_TARGET
-    try:
-        server.serve()
-    finally:
-        if host is not None:
-            host.shutdown()
-    return 0
+    from cairnq_tui.cli import run_hosting  # (cli imports this module)
+
+    return run_hosting(Served(server), host)
+
+
+class Served:
+    """The server as ``run_hosting`` runs a console: ``run()``, then ``return_code``."""
+
+    return_code = 0
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+
+    def run(self) -> None:
+        self.server.serve()

@@ -48,6 +48,14 @@ class Target:
         return self.dialect == "postgres"
 
 
+def cannot_open(raw: str | None, exc: BaseException) -> str:
+    """The one line for an unexpected failure opening TARGET ``raw`` (password hidden)."""
+    return (
+        f"cairnq-tui: cannot open {redact_dsn(str(raw or DEFAULT_TARGET))}: "
+        f"{type(exc).__name__}: {redact_dsn(str(exc))}"
+    )
+
+
 def parse_target(raw: str | None, schema: str | None = None) -> Target:
     """Classify TARGET (None = ``./tasks.db``).
 

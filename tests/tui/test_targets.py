@@ -46,6 +46,12 @@ async def two_targets(tmp_path: Path) -> tuple[Path, Path]:
     return demo, config
 
 
+def on_demo(two_targets: tuple[Path, Path], **settings: Any) -> Any:
+    """The console launched on the config's "demo" target."""
+    demo, config = two_targets
+    return demo_app(demo, name="demo", config_path=str(config), **settings)
+
+
 def shown_names(app: Any) -> set[str]:
     table = app.screen.query_one(TasksView).table
     return {str(table.get_row(key)[2]) for key in table.row_keys()}
@@ -62,8 +68,7 @@ async def switch(pilot: Any, typed: str) -> None:
 async def test_colon_switches_to_another_target_without_restarting(
     two_targets: tuple[Path, Path],
 ) -> None:
-    demo, config = two_targets
-    app = demo_app(demo, name="demo", config_path=str(config))
+    app = on_demo(two_targets)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         demo_names = {str(r["name"]) for r in demo_rows()[0]}
@@ -86,10 +91,7 @@ async def test_colon_switches_to_another_target_without_restarting(
 async def test_a_console_started_read_only_stays_read_only(
     two_targets: tuple[Path, Path],
 ) -> None:
-    demo, config = two_targets
-    app = demo_app(
-        demo, read_only=True, name="demo", config_path=str(config), locked_read_only=True
-    )
+    app = on_demo(two_targets, read_only=True, locked_read_only=True)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await switch(pilot, "books")
@@ -100,8 +102,7 @@ async def test_a_console_started_read_only_stays_read_only(
 async def test_a_danger_target_asks_for_its_name_before_bulk_actions(
     two_targets: tuple[Path, Path],
 ) -> None:
-    demo, config = two_targets
-    app = demo_app(demo, name="demo", config_path=str(config))
+    app = on_demo(two_targets)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("C")  # not a danger target: straight to the confirmation
@@ -134,8 +135,7 @@ async def test_a_danger_target_asks_for_its_name_before_bulk_actions(
 async def test_switching_is_refused_while_the_console_hosts_workers(
     two_targets: tuple[Path, Path],
 ) -> None:
-    demo, config = two_targets
-    app = demo_app(demo, name="demo", config_path=str(config))
+    app = on_demo(two_targets)
     app.host = object()  # type: ignore[assignment]  # hosting is all that is checked here
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
