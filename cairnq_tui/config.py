@@ -72,8 +72,12 @@ class NamedTarget:
     theme: str | None = None
     max_depth: dict[str, int] = field(default_factory=dict)
     workers: tuple[str, ...] = ()
-    #: Where ``password_env`` sits in the file (for the error when it is unset).
-    password_line: int = 0
+    #: The line of each key in the file (for errors found when the target is opened).
+    key_lines: dict[str, int] = field(default_factory=dict)
+
+    def _error(self, key: str, problem: str) -> ConfigError:
+        line = self.key_lines.get(key, 0)
+        return ConfigError(f"{self.source}:{line}: targets.{self.name}.{key}: {problem}")
 
     @property
     def where(self) -> str:
@@ -103,18 +107,14 @@ class NamedTarget:
         if self.password_env:
             password = os.environ.get(self.password_env)
             if password is None:
-                raise ConfigError(
-                    f"{self.source}:{self.password_line}: targets.{self.name}.password_env: "
-                    f"environment variable {self.password_env} is not set"
+                raise self._error(
+                    "password_env", f"environment variable {self.password_env} is not set"
                 )
             extra["password"] = password
         try:
             conninfo = make_conninfo(self.dsn or "", **extra)
         except Exception as exc:  # psycopg.ProgrammingError: a malformed DSN
-            raise ConfigError(
-                f"{self.source}:{self.password_line}: targets.{self.name}.dsn: "
-                + redact_dsn(str(exc))
-            ) from None
+            raise self._error("dsn", redact_dsn(str(exc))) from None
         return Target(conninfo, "postgres", self.where, schema or self.schema)
 
 
@@ -241,8 +241,8 @@ def _target(file: Path, text: str, name: str, table: dict[str, Any]) -> NamedTar
         _fail(file, text, ("targets", name), "needs a path (SQLite) or a dsn/service (Postgres)")
     if "dsn" in values and _has_password(values["dsn"]):
         fail("dsn", "holds a password in clear: use password_env, service or passfile")
-    line = _line_of(text, ("targets", name, "password_env")) or 0
-    return NamedTarget(name=name, source=file, password_line=line, **values)
+    lines = {key: _line_of(text, ("targets", name, key)) or 0 for key in table}
+    return NamedTarget(name=name, source=file, key_lines=lines, **values)
 
 
 def _max_depth(value: Any, fail: Callable[[str], NoReturn]) -> dict[str, int]:

@@ -195,6 +195,12 @@ BAD = {
         "targets.prod.password_env",
         "is not set",
     ),
+    "malformed dsn": (
+        '[targets.prod]\nschema = "s"\ndsn = "host=db nonsense=1"\n',
+        3,
+        "targets.prod.dsn",
+        'invalid connection option "nonsense"',
+    ),
     "TOML syntax": (
         '[targets.prod]\npath = "a.db"\nrefresh = = 2\n',
         3,
