@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from console_states import build_demo_db, demo_app, demo_rows, settle
-from textual.widgets import Input
+from textual.widgets import Input, OptionList
 
 from cairnq_tui.screens.confirm import ConfirmScreen
 from cairnq_tui.screens.purge import PurgeScreen
@@ -143,3 +143,22 @@ async def test_switching_is_refused_while_the_console_hosts_workers(
         await pilot.pause()
         assert not isinstance(app.screen, TargetPickerScreen)
         assert app.settings.name == "demo"
+
+
+async def test_the_palette_offers_every_target(two_targets: tuple[Path, Path]) -> None:
+    app = on_demo(two_targets)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+p", *"switch to target books")
+        for _ in range(500):  # the palette searches in a task of its own: wait for the hit
+            await pilot.pause(0.02)
+            hits = app.screen.query(OptionList)
+            if hits and hits.first().option_count and "books" in str(
+                hits.first().get_option_at_index(0).prompt
+            ):
+                break
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await settle(pilot)
+        assert app.settings.name == "books"
+        assert shown_names(app) == set(OTHER_NAMES)
