@@ -153,8 +153,10 @@ async def test_the_palette_offers_every_target(two_targets: tuple[Path, Path]) -
         for _ in range(500):  # the palette searches in a task of its own: wait for the hit
             await pilot.pause(0.02)
             hits = app.screen.query(OptionList)
-            if hits and hits.first().option_count and "books" in str(
-                hits.first().get_option_at_index(0).prompt
+            if (
+                hits
+                and hits.first().option_count
+                and "books" in str(hits.first().get_option_at_index(0).prompt)
             ):
                 break
         await pilot.press("enter")
