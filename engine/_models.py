@@ -91,7 +91,12 @@ class TaskRef:
         return self.status in TERMINAL_STATUSES
 
 
-@dataclass(frozen=True, slots=True)
+# Not slotted: on Python 3.11 and 3.12, calling a subscripted alias
+# (``TaskDef[dict, dict]("greet")``) makes typing set ``__orig_class__`` on the new
+# instance, and a frozen *slotted* dataclass's ``__setattr__`` then fails with a
+# TypeError (its ``super()`` cell names the class replaced by the slotted copy)
+# instead of the FrozenInstanceError typing expects and ignores.
+@dataclass(frozen=True)
 class TaskDef(Generic[P, R]):
     """A typed task name shared by the submitting and the handling side."""
 
