@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -331,7 +332,8 @@ class CairnQ:
         Postgres for every process's writes (LISTEN/NOTIFY); the periodic "poll"
         is there for changes neither reports. Whatever ``on_signal`` raises is
         dropped. Call it with an event loop running: the ticks run there, and
-        signals from other threads are handed to that loop.
+        signals from other threads are handed to that loop. Once the returned
+        function has returned, ``on_signal`` is not called again.
 
         Raises:
             ValueError: ``poll_ms`` < 1 or a bad queue list.
@@ -349,9 +351,23 @@ class _Watcher:
 
     The store's hub may publish from any thread (a worker running its own loop);
     every signal is handed to ``consumer`` on the loop that subscribed.
+
+    Handing over and stopping share one lock, so once ``_stop`` returns no
+    consumer call is running (unless the consumer itself is stopping, which the
+    re-entrant lock allows) and none starts later, whatever was already queued
+    on the loop: a tick that had woken up, a signal sent over from a thread.
     """
 
-    __slots__ = ("_consumer", "_detach", "_home", "_poll_ms", "_queues", "_ticker")
+    __slots__ = (
+        "_active",
+        "_consumer",
+        "_detach",
+        "_gate",
+        "_home",
+        "_poll_ms",
+        "_queues",
+        "_ticker",
+    )
 
     def __init__(
         self,
@@ -365,6 +381,8 @@ class _Watcher:
         self._home = asyncio.get_running_loop()
         self._detach: Callable[[], None] | None = None
         self._ticker: asyncio.Task[None] | None = None
+        self._gate = threading.RLock()
+        self._active = True
 
     def start(self, store: TaskStore) -> Callable[[], None]:
         self._detach = store.watch(self._offer)
@@ -384,10 +402,13 @@ class _Watcher:
             self._home.call_soon_threadsafe(self._hand_over, sig)
 
     def _hand_over(self, sig: WatchSignal) -> None:
-        try:
-            self._consumer(sig)
-        except Exception:
-            return  # the consumer's own failure never reaches the publisher
+        with self._gate:
+            if not self._active:
+                return
+            try:
+                self._consumer(sig)
+            except Exception:
+                return  # the consumer's own failure never reaches the publisher
 
     async def _tick(self) -> None:
         period_s = self._poll_ms / 1000
@@ -396,6 +417,8 @@ class _Watcher:
             self._hand_over(WatchSignal("poll"))
 
     def _stop(self) -> None:
+        with self._gate:
+            self._active = False
         if self._detach is not None:
             self._detach()
         ticker = self._ticker

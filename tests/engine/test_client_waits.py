@@ -8,8 +8,11 @@ worker would make timing hard to control.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from worker_support import DIALECTS, connected, eventually, open_store
@@ -25,6 +28,10 @@ from engine import (
     Worker,
     active_waits,
 )
+from engine.store.postgres import PostgresStore
+from engine.store.sqlite import SQLiteStore
+
+T = TypeVar("T")
 
 
 @pytest.fixture(params=DIALECTS)
@@ -218,3 +225,79 @@ async def test_watch_delivers_queued_done_and_poll(client: CairnQ, store: TaskSt
     await asyncio.sleep(0.1)
     await client.submit("a", queue="wanted")
     assert len(got) == count  # unsubscribed: no more signals, no more ticks
+
+
+class StopRecorder:
+    """A watch consumer that records any signal arriving after its stop returned."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self.late: list[WatchSignal] = []
+        self.stop: Callable[[], None] = lambda: None
+
+    def __call__(self, sig: WatchSignal) -> None:
+        if self.stopped:
+            self.late.append(sig)
+
+    def stop_now(self) -> None:
+        self.stop()
+        self.stopped = True
+
+
+def second_handle(store: TaskStore, request: pytest.FixtureRequest, tmp_path: Path) -> TaskStore:
+    """Another handle on the database ``store`` uses (the fixtures' file or schema)."""
+    if store.dialect == "sqlite":
+        return SQLiteStore(tmp_path / "tasks.db")
+    dsn = request.getfixturevalue("pg_dsn")
+    return PostgresStore(dsn, schema=request.getfixturevalue("pg_schema"), max_size=2)
+
+
+async def loop_turns(count: int = 5) -> None:
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
+async def test_watch_stop_is_final_for_a_tick_already_due(client: CairnQ) -> None:
+    loop = asyncio.get_running_loop()
+    for _ in range(50):
+        recorder = StopRecorder()
+        recorder.stop = client.watch(recorder, poll_ms=1)
+        await asyncio.sleep(0)  # the ticker starts and arms its 1 ms sleep
+        # Block the loop past that sleep, then stop from a callback that runs in
+        # the same loop turn as the tick's timer: the tick has woken up, its next
+        # step is queued, and only then does stop run.
+        time.sleep(0.003)
+        loop.call_later(0, recorder.stop_now)
+        await loop_turns()
+        await asyncio.sleep(0.005)  # longer than poll_ms: a live ticker would tick again
+        assert recorder.stopped and recorder.late == []
+
+
+async def test_watch_stop_is_final_for_a_signal_from_another_thread(
+    client: CairnQ, store: TaskStore, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    # A second handle on the same database, driven by its own loop on a thread:
+    # its submits reach this loop's watch through call_soon_threadsafe.
+    other = asyncio.new_event_loop()
+    thread = threading.Thread(target=other.run_forever, daemon=True)
+    thread.start()
+
+    def on_other(coro: Coroutine[Any, Any, T]) -> T:
+        # Blocks this loop on purpose: the handed-over signal stays queued here.
+        return asyncio.run_coroutine_threadsafe(coro, other).result(timeout=30)
+
+    second = second_handle(store, request, tmp_path)
+    on_other(second.connect())
+    try:
+        for _ in range(50):
+            recorder = StopRecorder()
+            recorder.stop = client.watch(recorder, poll_ms=60_000)
+            on_other(second.submit(name="from-thread", payload={}))
+            recorder.stop_now()
+            await loop_turns()
+            assert recorder.late == []
+    finally:
+        on_other(second.close())
+        other.call_soon_threadsafe(other.stop)
+        thread.join(timeout=30)
+        other.close()
