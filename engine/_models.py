@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, get_args
 
@@ -104,3 +105,13 @@ class TaskDef(Generic[P, R]):
 
 
 TASK_COLUMNS: tuple[str, ...] = tuple(Task.__dataclass_fields__)
+
+
+def in_claim_order(tasks: Iterable[Task]) -> list[Task]:
+    """``tasks`` sorted as a claim picks them: priority desc, then due time, then id.
+
+    A claim's ``update ... returning`` hands rows back in whatever order the
+    database updated them (§4.13 allows it); callers and the worker's batch calls
+    get them in the order they were chosen, as cairnq returns them.
+    """
+    return sorted(tasks, key=lambda t: (-t.priority, t.run_at_ms, t.id))

@@ -42,7 +42,7 @@ from engine._errors import (
     StoreClosed,
     StoreUnavailable,
 )
-from engine._models import LIVE_STATUSES, Task, TaskRef
+from engine._models import LIVE_STATUSES, Task, TaskRef, in_claim_order
 from engine._redaction import redact_dsn
 from engine._sql import migrations, specialise, statement, to_pyformat
 from engine.store._base import (
@@ -644,7 +644,7 @@ class PostgresStore(TaskStore):
             if stmt is None:
                 return []
             rows = await (await conn.execute(*stmt)).fetchall()
-            return [self._task(r) for r in rows]
+            return in_claim_order(self._task(r) for r in rows)
 
         async def session(conn: Conn) -> tuple[bool, T | None, builtins.list[Task]]:
             if not await self._probe(conn, queues, names):
@@ -759,7 +759,7 @@ class PostgresStore(TaskStore):
                             committed = True
                         rows = await cur.fetchall()  # syncs: the COMMIT's outcome too
                         confirmed = committed
-                        return [self._task(r) for r in rows]
+                        return in_claim_order(self._task(r) for r in rows)
 
                     value = await plan(draw)
                     if not committed:

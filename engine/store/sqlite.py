@@ -52,7 +52,7 @@ import aiosqlite
 from engine import _json, _rules
 from engine._clock import now_ms
 from engine._errors import AlreadyExists, LostLease, StoreClosed, StoreUnavailable
-from engine._models import LIVE_STATUSES, Task, TaskRef
+from engine._models import LIVE_STATUSES, Task, TaskRef, in_claim_order
 from engine._sql import migrations, specialise, statement
 from engine.store import _sqlite_sync as sync
 from engine.store._base import (
@@ -692,7 +692,7 @@ class SQLiteStore(TaskStore):
     ) -> builtins.list[Task]:
         """A claim session with one draw (§4.14), run as one writer-thread call.
 
-        Returns the claimed tasks in arbitrary order; empty when the probe found
+        Returns the claimed tasks in claim order; empty when the probe found
         nothing, ``limit == 0`` or ``names == []``.
 
         Raises:
@@ -714,7 +714,7 @@ class SQLiteStore(TaskStore):
         self._refresh_statistics_if_due()
         recovered, claimed = await self._retrying(sync.transaction, steps)
         self._announce_recovered(recovered)
-        return [_task(r) for r in claimed]
+        return in_claim_order(_task(r) for r in claimed)
 
     async def _claim_session(
         self,
@@ -776,7 +776,7 @@ class SQLiteStore(TaskStore):
                 return []
             sql, params = _claim_statement(*variant)
             params.update(worker_id=worker_id, lease_ms=lease_ms)
-            return [_task(r) for r in sync.run(raw, sql, params)]
+            return in_claim_order(_task(r) for r in sync.run(raw, sql, params))
 
         try:
             value = await plan(draw)

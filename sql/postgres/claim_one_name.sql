@@ -3,7 +3,7 @@
 -- Candidates are taken FOR UPDATE SKIP LOCKED so concurrent workers neither wait
 -- on each other nor double-dispatch; the clock (clock_timestamp(): this may run
 -- after waiting on locks) is read once. Params: :queues, :name, :worker_id, :limit, :lease_ms.
--- Returns the claimed rows in no particular order.
+-- Returns the claimed rows in no particular order (the store sorts them into claim order).
 with clock as (
     select (extract(epoch from clock_timestamp()) * 1000)::bigint as now_ms
 )
