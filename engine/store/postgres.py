@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 import math
 import re
 import select
@@ -68,6 +67,19 @@ _CREATE_LEDGER = (
     "name text primary key, applied_at_ms bigint not null)"
 )
 _LOCK_LEDGER = "lock table cairnq_migrations in exclusive mode"
+# Cold starts create the schema and the ledger "if not exists", which still
+# races in the catalog (23505 on the namespace, 42710 on the ledger's row type)
+# when two sessions create at once. Each creation runs in a transaction holding
+# this advisory lock: the two-int form, a lock space apart from the bigint keys
+# the keyed submits lock (§4.2); 1667327346 is "cair" in ASCII. Only this engine
+# takes it, so _CATALOG_RACES still covers a cairnq SDK creating concurrently.
+_COLD_START_LOCK = "select pg_advisory_xact_lock(1667327346, 0)"
+_CATALOG_RACES = (
+    psycopg.errors.UniqueViolation,
+    psycopg.errors.DuplicateObject,
+    psycopg.errors.DuplicateTable,
+    psycopg.errors.DuplicateSchema,
+)
 _LEDGER_HAS = "select 1 from cairnq_migrations where name = %(name)s"
 _LEDGER_ADD = (
     "insert into cairnq_migrations (name, applied_at_ms) "
@@ -99,6 +111,16 @@ class CompletingClaim(Generic[T]):
     #: Why the claim part failed (the completions were then written alone).
     claim_error: Exception | None
     recovered: list[Task] = field(default_factory=list)
+
+
+async def _create_if_missing(conn: Conn, ddl: str) -> None:
+    """Run one ``create ... if not exists`` of a cold start under the cold-start lock."""
+    try:
+        async with conn.transaction():
+            await conn.execute(_COLD_START_LOCK)
+            await conn.execute(ddl)
+    except _CATALOG_RACES:
+        pass  # a peer not taking the lock created it first: it exists, as wanted
 
 
 class PostgresStore(TaskStore):
@@ -304,9 +326,7 @@ class PostgresStore(TaskStore):
             {"schema": self._schema},
         )
         if await exists.fetchone() is None:
-            # A concurrent cold start may create it between our check and ours.
-            with contextlib.suppress(psycopg.errors.UniqueViolation):
-                await conn.execute(f'create schema if not exists "{self._schema}"')
+            await _create_if_missing(conn, f'create schema if not exists "{self._schema}"')
 
     async def _guard_schema(self, conn: Conn) -> None:
         """The decision table of PROTOCOL.md §4.20."""
@@ -330,9 +350,7 @@ class PostgresStore(TaskStore):
 
     async def _apply_migrations(self, conn: Conn) -> None:
         """§1.4: one transaction per migration under an exclusive ledger lock."""
-        # Two cold starts may race on the catalog; the loser finds it created.
-        with contextlib.suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
-            await conn.execute(_CREATE_LEDGER)
+        await _create_if_missing(conn, _CREATE_LEDGER)
         for name, script in migrations("postgres"):
             async with conn.transaction():
                 await conn.execute(_LOCK_LEDGER)
