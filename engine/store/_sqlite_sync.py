@@ -24,6 +24,7 @@ from typing import Any
 
 from engine._clock import now_ms
 from engine._errors import ProtocolVersionMismatch, StoreUnavailable
+from engine.store._schema_check import check_sqlite
 
 
 class Busy(Exception):
@@ -402,6 +403,9 @@ def open_database(
     Raises:
         ProtocolVersionMismatch: the database speaks another protocol (checked
             before anything is written, and again after migrating).
+        SchemaMismatch: the cairnq tables, indexes or triggers are not the
+            protocol's (checked before anything is written; after migrating
+            too when the ledger was incomplete).
         StoreUnavailable: not a SQLite database, or no cairnq tables while
             migrations are off.
     """
@@ -417,6 +421,9 @@ def open_database(
                 raise ProtocolVersionMismatch(
                     f"{target} speaks cairnq protocol {row[0]!r}; this engine speaks 1"
                 )
+        # Before the first write (even the journal-mode switch changes the file).
+        names = [name for name, _ in migrations]
+        checked = check_sqlite(conn, names, target)
         if not memory and not read_only:
             _enable_wal(conn)
             # WAL + synchronous=NORMAL: a committed transaction survives a crash
@@ -427,6 +434,8 @@ def open_database(
         conn.execute("pragma foreign_keys = on")
         if migrate and not read_only:
             apply_migrations(conn, migrations)
+            if not checked:
+                check_sqlite(conn, names, target)
         elif not _table_exists(conn, "cairnq_tasks"):
             why = "read_only" if read_only else "migrate=False"
             raise StoreUnavailable(f"{target} has no cairnq tables and {why} forbids creating them")

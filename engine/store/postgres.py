@@ -44,6 +44,7 @@ from engine._errors import (
 from engine._models import LIVE_STATUSES, Task, TaskRef, in_claim_order
 from engine._redaction import redact_dsn
 from engine._sql import migrations, specialise, statement, to_pyformat
+from engine.store import _schema_check as schema_check
 from engine.store._base import (
     LEASE_EXPIRED_JSON,
     NewTask,
@@ -228,7 +229,9 @@ class PostgresStore(TaskStore):
 
         Raises:
             StoreUnavailable: the server cannot be reached within the timeout.
-            SchemaMismatch: the schema in use is not the one holding the tables.
+            SchemaMismatch: the schema in use is not the one holding the tables, or
+                its tables, indexes or triggers are not the protocol's (nothing
+                is written).
             ProtocolVersionMismatch: the database speaks another protocol version.
             StoreClosed: the store was closed.
         """
@@ -242,8 +245,11 @@ class PostgresStore(TaskStore):
                 if self._schema is not None and not self._read_only:
                     await self._create_schema(conn)
                 await self._guard_schema(conn)
+                checked = await self._check_schema(conn)  # before anything is written
                 if self._migrate:
                     await self._apply_migrations(conn)
+                    if not checked:
+                        await self._check_schema(conn)
                 version = await self._read_protocol_version(conn)
                 if version != _PROTOCOL_VERSION:
                     raise ProtocolVersionMismatch(
@@ -347,6 +353,26 @@ class PostgresStore(TaskStore):
             f"{self.target} has cairnq tables in schema(s) {', '.join(found)} but the "
             f"session's current schema is {current!r}; pass schema= to pick one"
         )
+
+    async def _check_schema(self, conn: Conn) -> bool:
+        """``_schema_check.verify`` on the current schema; True if the full check ran."""
+        async with conn.pipeline():
+            reads = [
+                await conn.execute(sql)
+                for sql in (
+                    schema_check.POSTGRES_COLUMNS,
+                    schema_check.POSTGRES_INDEXES,
+                    schema_check.POSTGRES_TRIGGERS,
+                    schema_check.POSTGRES_FOREIGN_KEYS,
+                )
+            ]
+        columns, indexes, triggers, foreign_keys = [await cur.fetchall() for cur in reads]
+        ledger = None
+        if any(row["table_name"] == "cairnq_migrations" for row in columns):
+            ledger = await (await conn.execute(schema_check.POSTGRES_LEDGER)).fetchall()
+        catalog = schema_check.postgres_catalog(columns, indexes, triggers, foreign_keys, ledger)
+        names = [name for name, _ in migrations("postgres")]
+        return schema_check.verify(catalog, "postgres", names, self.target)
 
     async def _apply_migrations(self, conn: Conn) -> None:
         """§1.4: one transaction per migration under an exclusive ledger lock."""
