@@ -128,7 +128,12 @@ class ProtocolVersionMismatch(CairnQError):
 
 
 class SchemaMismatch(CairnQError):
-    """The Postgres schema in use is not the one holding the cairnq tables."""
+    """The database is not the cairnq installation it should be.
+
+    Either the Postgres schema in use is not the one holding the cairnq tables
+    (§4.20), or the cairnq tables, indexes or triggers differ from the
+    protocol's (engine.store._schema_check); raised at open, before any write.
+    """
 
 
 class UnsupportedBackend(CairnQError):
