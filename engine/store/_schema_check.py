@@ -262,6 +262,8 @@ def check_sqlite(conn: sqlite3.Connection, migration_names: Iterable[str], targe
 
 
 # Postgres: the session's current schema (the store's, after the schema guard).
+# Every query filters pg_class by name and namespace, which its unique index
+# answers; by namespace alone it would scan a catalog that can be large.
 POSTGRES_COLUMNS = f"""
 select c.relname as table_name, a.attname as column_name,
     format_type(a.atttypid, a.atttypmod) as type, a.attnotnull as not_null,
@@ -289,8 +291,7 @@ from pg_catalog.pg_index as x
 join pg_catalog.pg_class as i on i.oid = x.indexrelid
 join pg_catalog.pg_class as t on t.oid = x.indrelid
 join pg_catalog.pg_am as am on am.oid = i.relam
-where t.relnamespace = current_schema()::regnamespace
-    and (t.relname in ({_NAMES}) or i.relname like 'cairnq\\_%')
+where t.relnamespace = current_schema()::regnamespace and t.relname in ({_NAMES})
 """
 POSTGRES_TRIGGERS = f"""
 select g.tgname as trigger_name, c.relname as table_name,
