@@ -41,13 +41,15 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from engine._errors import SchemaMismatch
 
 Dialect = Literal["sqlite", "postgres"]
+W = TypeVar("W")
+H = TypeVar("H")
 
 
 @dataclass(frozen=True)
@@ -404,6 +406,19 @@ def differences(catalog: Catalog, dialect: Dialect, *, complete: bool) -> list[s
     return found
 
 
+def _present(
+    expected: Mapping[str, W], actual: Mapping[str, H], kind: str, found: list[str]
+) -> Iterator[tuple[str, W, H]]:
+    """``(name, expected, actual)`` for each expected name present; the others are
+    reported in ``found`` as missing."""
+    for name, want in expected.items():
+        have = actual.get(name)
+        if have is None:
+            found.append(f"{kind} {name} missing")
+        else:
+            yield name, want, have
+
+
 def _column_differences(
     table: str,
     pk: str,
@@ -412,11 +427,7 @@ def _column_differences(
     dialect: Dialect,
 ) -> list[str]:
     found: list[str] = []
-    for name, want in expected.items():
-        have = actual.get(name)
-        if have is None:
-            found.append(f"table {table}: column {name} missing")
-            continue
+    for name, want, have in _present(expected, actual, f"table {table}: column", found):
         want_type = want.sqlite if dialect == "sqlite" else want.postgres
         if have.type != want_type:
             found.append(f"table {table}: column {name} has type {have.type}, expected {want_type}")
@@ -446,11 +457,7 @@ def _column_differences(
 
 def _index_differences(catalog: Catalog, dialect: Dialect) -> list[str]:
     found: list[str] = []
-    for name, (columns, predicates) in _INDEXES.items():
-        have = catalog.indexes.get(name)
-        if have is None:
-            found.append(f"index {name} missing")
-            continue
+    for name, (columns, predicates), have in _present(_INDEXES, catalog.indexes, "index", found):
         if have.table != "cairnq_tasks":
             found.append(f"index {name} is on {have.table}, expected cairnq_tasks")
         if have.columns != columns:
@@ -481,12 +488,9 @@ def _index_differences(catalog: Catalog, dialect: Dialect) -> list[str]:
 def _trigger_differences(catalog: Catalog, dialect: Dialect) -> list[str]:
     found: list[str] = []
     expected = {} if dialect == "sqlite" else {_NOTIFY_TRIGGER: _NOTIFY_TRIGGER_DEF}
-    for name, definition in expected.items():
-        have = catalog.triggers.get(name)
-        if have is None:
-            found.append(f"trigger {name} missing")
-            continue
-        table, actual, enabled = have
+    for name, definition, (_, actual, enabled) in _present(
+        expected, catalog.triggers, "trigger", found
+    ):
         if _squeeze(actual) != _squeeze(definition):
             found.append(f"trigger {name}: definition {actual!r}, expected {definition!r}")
         if not enabled:
