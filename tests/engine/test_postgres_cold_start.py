@@ -19,7 +19,9 @@ from psycopg.conninfo import make_conninfo
 
 from engine import PostgresStore
 
-pytestmark = pytest.mark.postgres
+# 200 tries of four cold starts: 40-80 s measured on a busy two-core machine
+# (the server shares its cores with the tests).
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 AT_ONCE = 4  # connects racing on one schema
 SIDE_BY_SIDE = 4  # tries in flight together, each on its own schema
