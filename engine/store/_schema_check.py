@@ -259,8 +259,18 @@ def read_sqlite(conn: sqlite3.Connection) -> Catalog:
 
 
 def check_sqlite(conn: sqlite3.Connection, migration_names: Iterable[str], target: str) -> bool:
-    """``verify`` the SQLite database on ``conn``; True if the full check ran."""
-    return verify(read_sqlite(conn), "sqlite", migration_names, target)
+    """``verify`` the SQLite database on ``conn``; True if the full check ran.
+
+    The reads share one read transaction: a concurrent cold start committing
+    migrations between them would otherwise pair a complete ledger with an
+    older set of indexes.
+    """
+    conn.execute("begin")
+    try:
+        catalog = read_sqlite(conn)
+    finally:
+        conn.execute("rollback")
+    return verify(catalog, "sqlite", migration_names, target)
 
 
 # Postgres: the session's current schema (the store's, after the schema guard).
