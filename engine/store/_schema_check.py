@@ -210,6 +210,7 @@ _SQLITE_COLUMNS = f"""
 select m.name, c.name, c.type, c."notnull", c.dflt_value is not null, c.pk
 from sqlite_master as m join pragma_table_info(m.name) as c
 where m.type = 'table' and m.name in ({_NAMES})
+order by m.name, c.cid
 """
 _SQLITE_INDEX_COLUMNS = f"""
 select m.name, l.name, l."unique", l.origin, x.name, x."desc"
@@ -456,6 +457,14 @@ def _column_differences(
                 f"table {table}: column {name} "
                 + ("is part of the primary key" if have.primary_key else "is not the primary key")
             )
+    # SQLite rows are decoded by position: an extra column may only come after
+    # the protocol's, which keep their order.
+    leading = list(actual)[: len(expected)]
+    if dialect == "sqlite" and expected.keys() <= actual.keys() and leading != list(expected):
+        found.append(
+            f"table {table}: columns out of the protocol's order "
+            "(extra columns may only follow the protocol's)"
+        )
     for name, have in actual.items():
         if name not in expected and have.not_null and not have.has_default:
             found.append(

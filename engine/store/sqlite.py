@@ -52,7 +52,7 @@ import aiosqlite
 from engine import _json, _rules
 from engine._clock import now_ms
 from engine._errors import AlreadyExists, LostLease, StoreClosed, StoreUnavailable
-from engine._models import LIVE_STATUSES, Task, TaskRef, in_claim_order
+from engine._models import LIVE_STATUSES, TASK_COLUMNS, Task, TaskRef, in_claim_order
 from engine._sql import migrations, specialise, statement
 from engine.store import _sqlite_sync as sync
 from engine.store._base import (
@@ -77,6 +77,9 @@ def _sql(name: str) -> str:
     return statement("sqlite", name)
 
 
+_TASK_WIDTH = len(TASK_COLUMNS)
+
+
 def _is_memory(path: str) -> bool:
     if path in ("", ":memory:"):
         return True
@@ -84,8 +87,12 @@ def _is_memory(path: str) -> bool:
 
 
 def _task(row: Sequence[Any]) -> Task:
-    """A ``Task`` from a ``select *`` row (columns in the §1.5 order)."""
-    return task_from_values(row)
+    """A ``Task`` from a ``select *`` row (columns in the §1.5 order).
+
+    Columns an operator added after the protocol's (allowed: the open-time schema
+    check makes sure the protocol's come first, in order) are left out.
+    """
+    return task_from_values(row[:_TASK_WIDTH])
 
 
 def _first_task(rows: sync.Rows) -> Task | None:

@@ -252,6 +252,12 @@ REFUSED: list[tuple[str, Change | None, Change | str | None, str]] = [
         "table cairnq_meta: extra column owner is not null without a default",
     ),
     (
+        "extra column before the protocol's (sqlite)",
+        [Rewrite("cairnq_tasks", r"\bname\s+text\s+not\s+null,", "note TEXT, name TEXT NOT NULL,")],
+        None,
+        "table cairnq_tasks: columns out of the protocol's order",
+    ),
+    (
         "missing foreign key cascade",
         [Rewrite("cairnq_task_keys", r"\s+on\s+delete\s+cascade", "")],
         ["alter table cairnq_task_keys drop constraint cairnq_task_keys_task_id_fkey"],
