@@ -15,16 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_support import dsn_for_database
-
-PG_DSN_ENV = "CAIRNQ_TEST_PG_DSN"
-
-
-def pg_dsn_or_skip() -> str:
-    dsn = os.environ.get(PG_DSN_ENV)
-    if not dsn:
-        pytest.skip(f"postgres: set {PG_DSN_ENV} to run")
-    return dsn
+from pg_support import dsn_for_database, pg_dsn_or_skip
 
 
 def _admin_execute(dsn: str, sql: str) -> None:

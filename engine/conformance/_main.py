@@ -11,7 +11,12 @@ from pathlib import Path
 from typing import TextIO
 
 from engine.conformance._runner import ScenarioFailure, run_scenario
-from engine.conformance._scenario import ScenarioError, load_scenario, scenario_files
+from engine.conformance._scenario import (
+    SCENARIOS,
+    ScenarioError,
+    load_scenario,
+    scenario_files,
+)
 from engine.conformance._stores import StoreFactory, postgres_stores, sqlite_stores
 
 
@@ -67,7 +72,12 @@ def _parser() -> argparse.ArgumentParser:
         "(default: a throwaway schema per scenario)",
     )
     parser.add_argument(
-        "paths", nargs="+", type=Path, metavar="PATH", help="scenario file or folder"
+        "paths",
+        nargs="*",
+        type=Path,
+        metavar="PATH",
+        help="scenario file or folder (default: the engine's own scenarios, "
+        "engine/conformance/scenarios)",
     )
     return parser
 
@@ -78,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.schema is not None and args.dsn is None:
         parser.error("--schema needs --dsn")
+    if not args.paths:
+        args.paths = [SCENARIOS]
     try:
         scenario_files(args.paths)
     except FileNotFoundError as exc:

@@ -1,9 +1,9 @@
-"""Running scenario steps against a store (PROTOCOL.md §9).
+"""Running scenario steps against a store (the scenario format: docs/protocol-notes.md).
 
 Each op maps a step's arguments onto the store-level operation of the same name
 and turns its answer into plain JSON-like data (tasks as dicts keyed by the
-column names of §1.5), so references and assertions see what the other SDKs'
-runners see.
+column names of ``cairnq_tasks``), so references and assertions see what the
+other SDKs' runners see.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The scenario file format of PROTOCOL.md §9: loading, ``$ref`` resolution, assertions.
+"""The scenario file format (docs/protocol-notes.md): loading, ``$ref`` resolution, assertions.
 
 Everything here is pure data handling; running the ops against a store lives in
 ``engine.conformance._runner``.
@@ -12,6 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+#: The engine's own scenarios, shipped inside the package: what the runner runs
+#: when it is given no path.
+SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 
 #: Assertion keys of an ``expect`` object, checked in this order.
 ASSERTION_KEYS = (

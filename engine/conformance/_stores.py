@@ -1,4 +1,4 @@
-"""Fresh, empty stores for scenarios: one per scenario, as PROTOCOL.md §9 requires.
+"""Fresh, empty stores for scenarios: one per scenario, as the scenario format requires.
 
 SQLite gets a new file per scenario. Postgres gets a throwaway schema per
 scenario (created by the store, dropped afterwards), or, when the caller names a

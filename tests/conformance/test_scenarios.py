@@ -1,46 +1,82 @@
-"""All shared conformance scenarios, on SQLite and on Postgres, plus the runner's CLI.
+"""Conformance scenarios on SQLite and on Postgres, plus the runner's CLI.
 
-The scenarios live outside this repository (``../shared/conformance/scenarios``
-beside the clone, as in CI); ``CAIRNQ_CONFORMANCE_DIR`` points elsewhere.
+Two suites run here. The engine's own scenarios (``engine/conformance/scenarios``,
+shipped with the package) always run. The cairnq SDKs' shared suite lives outside
+this repository (``../shared/conformance/scenarios`` beside the clone, as in CI;
+``CAIRNQ_CONFORMANCE_DIR`` points elsewhere): it runs whenever it is there and is
+skipped, saying so, when it is not. With ``CAIRNQ_REQUIRE_SHARED_CONFORMANCE=1``
+(what .ci/run sets) a missing shared suite fails instead.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+from pg_support import pg_dsn_or_skip
 
-from engine.conformance import load_scenario, run_scenario
-from engine.store.postgres import PostgresStore
+from engine.conformance import OPS, SCENARIOS, load_scenario, postgres_stores, run_scenario
 from engine.store.sqlite import SQLiteStore
 
 REPO = Path(__file__).resolve().parents[2]
-SCENARIO_COUNT = 35
+SHARED_SCENARIO_COUNT = 35
+REQUIRE_SHARED_ENV = "CAIRNQ_REQUIRE_SHARED_CONFORMANCE"
 
 
-def scenario_dir() -> Path:
+def shared_dir() -> Path:
     configured = os.environ.get("CAIRNQ_CONFORMANCE_DIR")
     if configured:
         return Path(configured).resolve()
     return (REPO.parent / "shared" / "conformance" / "scenarios").resolve()
 
 
+def own_files() -> list[Path]:
+    return sorted(SCENARIOS.glob("*.json"))
+
+
+def shared_files() -> list[Path]:
+    return sorted(shared_dir().glob("*.json"))
+
+
 def scenario_params() -> list[object]:
-    files = sorted(scenario_dir().glob("*.json"))
-    if not files:
-        # Never let a missing folder turn the suite into zero silent passes.
-        return [pytest.param(None, id="no-scenarios-found")]
-    return [pytest.param(path, id=path.stem) for path in files]
+    params: list[object] = [pytest.param(path, id=f"own-{path.stem}") for path in own_files()]
+    shared = shared_files()
+    if shared:
+        params += [pytest.param(path, id=f"shared-{path.stem}") for path in shared]
+    else:
+        # One visible skip (or, in CI, a failure) instead of zero silent passes.
+        params.append(pytest.param(None, id="shared-not-found"))
+    return params
 
 
 def require(path: Path | None) -> Path:
-    if path is None:
-        pytest.fail(f"no scenario files in {scenario_dir()}; set CAIRNQ_CONFORMANCE_DIR")
-    return path
+    if path is not None:
+        return path
+    message = f"shared conformance scenarios not found in {shared_dir()} (CAIRNQ_CONFORMANCE_DIR)"
+    if os.environ.get(REQUIRE_SHARED_ENV) == "1":
+        pytest.fail(f"{message} while {REQUIRE_SHARED_ENV}=1")
+    pytest.skip(message)
+
+
+def test_the_own_suite_is_there_and_uses_every_op() -> None:
+    files = own_files()
+    assert len(files) >= 30, f"expected the engine's own scenarios in {SCENARIOS}"
+    ops_used: set[str] = set()
+    steps = 0
+    for path in files:
+        scenario = load_scenario(path)
+        assert scenario.name == path.stem, f"{path.name}: name {scenario.name!r}"
+        steps += len(scenario.steps)
+        ops_used.update(str(step["op"]) for step in scenario.steps)
+    assert set(OPS) | {"expect"} <= ops_used, sorted(set(OPS) - ops_used)
+    assert steps >= 319  # at least as many steps as the SDKs' shared suite has
 
 
 @pytest.mark.parametrize("path", scenario_params())
@@ -55,15 +91,23 @@ async def test_scenario_sqlite(path: Path | None, sqlite_path: Path) -> None:
     assert failure is None, failure.line()
 
 
+@pytest.fixture(scope="module")
+def scenario_schema() -> Iterator[tuple[str, str]]:
+    """One schema for this module's Postgres scenarios, truncated before each one
+    (migrating a fresh schema per scenario would cost more than the scenario)."""
+    dsn = pg_dsn_or_skip()
+    name = f"t_conf_{uuid.uuid4().hex[:12]}"
+    yield dsn, name
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'drop schema if exists "{name}" cascade')
+
+
+@pytest.mark.postgres
 @pytest.mark.parametrize("path", scenario_params())
-async def test_scenario_postgres(path: Path | None, pg_dsn: str, pg_schema: str) -> None:
+async def test_scenario_postgres(path: Path | None, scenario_schema: tuple[str, str]) -> None:
     scenario = load_scenario(require(path))
-    store = PostgresStore(pg_dsn, schema=pg_schema, max_size=2)
-    await store.connect()
-    try:
+    async with postgres_stores(*scenario_schema)() as store:
         failure = await run_scenario(scenario, store)
-    finally:
-        await store.close()
     assert failure is None, failure.line()
 
 
@@ -77,36 +121,56 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_cli_runs_every_scenario_on_sqlite() -> None:
-    out = run_cli(str(scenario_dir()))
-    assert out.stdout.splitlines()[-1:] == [f"{SCENARIO_COUNT} passed, 0 failed"], (
+def last_line(out: subprocess.CompletedProcess[str]) -> list[str]:
+    return out.stdout.splitlines()[-1:]
+
+
+def test_cli_without_a_path_runs_the_own_scenarios_on_sqlite() -> None:
+    out = run_cli()
+    assert last_line(out) == [f"{len(own_files())} passed, 0 failed"], out.stdout + out.stderr
+    assert out.returncode == 0
+
+
+def test_cli_runs_the_shared_scenarios_when_present() -> None:
+    files = shared_files()
+    require(files[0] if files else None)
+    out = run_cli(str(shared_dir()))
+    assert last_line(out) == [f"{SHARED_SCENARIO_COUNT} passed, 0 failed"], (
         out.stdout + out.stderr
     )
     assert out.returncode == 0
 
 
-def test_cli_runs_every_scenario_on_postgres_in_one_truncated_schema(
+def test_cli_reports_a_failing_own_scenario(tmp_path: Path) -> None:
+    # The bundled files are real scenarios: one with a wrong expectation fails.
+    source = SCENARIOS / "submit_defaults.json"
+    data = json.loads(source.read_text(encoding="utf-8"))
+    data["steps"][0]["expect"]["equals"]["status"] = "running"
+    broken = tmp_path / "submit_defaults.json"
+    broken.write_text(json.dumps(data), encoding="utf-8")
+    out = run_cli(str(broken))
+    assert last_line(out) == ["0 passed, 1 failed"], out.stdout + out.stderr
+    assert "FAIL submit_defaults step 0 (submit)" in out.stdout
+    assert out.returncode == 1
+
+
+def test_cli_runs_every_own_scenario_on_postgres_in_one_truncated_schema(
     pg_dsn: str, pg_schema: str
 ) -> None:
-    out = run_cli("--dsn", pg_dsn, "--schema", pg_schema, str(scenario_dir()))
-    assert out.stdout.splitlines()[-1:] == [f"{SCENARIO_COUNT} passed, 0 failed"], (
-        out.stdout + out.stderr
-    )
+    out = run_cli("--dsn", pg_dsn, "--schema", pg_schema)
+    assert last_line(out) == [f"{len(own_files())} passed, 0 failed"], out.stdout + out.stderr
     assert out.returncode == 0
 
 
 def test_cli_postgres_throwaway_schemas_are_dropped(pg_dsn: str) -> None:
-    files = sorted(scenario_dir().glob("*.json"))[:2]
-    assert files, f"no scenario files in {scenario_dir()}"
+    files = own_files()[:2]
     marker = "cq_conformance_%"
     with psycopg.connect(pg_dsn) as conn:
         before = conn.execute(
             "select count(*) from pg_namespace where nspname like %s", (marker,)
         ).fetchone()
     out = run_cli("--dsn", pg_dsn, *map(str, files))
-    assert out.stdout.splitlines()[-1:] == [f"{len(files)} passed, 0 failed"], (
-        out.stdout + out.stderr
-    )
+    assert last_line(out) == [f"{len(files)} passed, 0 failed"], out.stdout + out.stderr
     with psycopg.connect(pg_dsn) as conn:
         after = conn.execute(
             "select count(*) from pg_namespace where nspname like %s", (marker,)
