@@ -21,7 +21,8 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.screen import ModalScreen
 from textual.timer import Timer
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker as TextualWorker
+from textual.worker import WorkerState
 
 from cairnq_tui import keymap
 from cairnq_tui.clock import Clock, system_clock
@@ -34,7 +35,9 @@ from cairnq_tui.screens.main import MainScreen
 from cairnq_tui.switching import GuardedControls, TargetCommands, pick_target
 from cairnq_tui.target import Target
 from cairnq_tui.widgets.status_bar import StatusBar
-from engine import CairnQ, Inspector, TaskStore, WaitSnapshot, WatchSignal, active_waits
+from engine import CairnQ, TaskStore, WatchSignal, active_waits
+from engine.inspect import Inspector
+from engine.snapshots import WaitSnapshot
 from engine.store import redact_dsn
 
 #: The least time between two refreshes that watch signals may trigger.
@@ -377,7 +380,7 @@ class ConsoleApp(App[None]):
         else:
             self._arm_early()
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+    def on_worker_state_changed(self, event: TextualWorker.StateChanged) -> None:
         """The one place a failed worker becomes a notification."""
         if event.state != WorkerState.ERROR:
             return

@@ -17,7 +17,8 @@ from cairnq_tui.screens.confirm import ConfirmScreen
 from cairnq_tui.screens.prompt import PromptScreen
 from cairnq_tui.screens.purge import PurgeRequest, PurgeScreen
 from cairnq_tui.screens.submit import SubmitRequest, SubmitScreen
-from engine import AlreadyExists, Task, TaskFilter
+from engine import AlreadyExists, Task
+from engine.inspect import TaskFilter
 
 if TYPE_CHECKING:
     from cairnq_tui.app import ConsoleApp

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from textual.message import Message
 
-from engine import (
+from engine.inspect import (
     CappedCount,
     KeyPage,
     LeaseInfo,
@@ -19,8 +19,8 @@ from engine import (
     TaskDetail,
     TaskPage,
     ThroughputBucket,
-    WaitSnapshot,
 )
+from engine.snapshots import WaitSnapshot
 
 
 @dataclass

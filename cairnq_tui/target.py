@@ -22,8 +22,8 @@ from engine import (
     SQLiteStore,
     StoreUnavailable,
     TaskStore,
-    describe_sqlite_file,
 )
+from engine.inspect import describe_sqlite_file
 from engine.store import redact_dsn
 
 DEFAULT_TARGET = "tasks.db"

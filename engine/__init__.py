@@ -1,10 +1,14 @@
 """cairnq's protocol v1, embedded: stores for SQLite and Postgres, a worker, a client.
 
-Everything public is re-exported here; the names follow the cairnq Python SDK so
-``from cairnq import ...`` can become ``from engine import ...``.
+The top level holds the cairnq Python SDK's names, so ``from cairnq import ...``
+can become ``from engine import ...``, plus the engine's own errors and
+``__version__``. What goes beyond the SDK lives in modules of its own:
+``engine.inspect`` (the read-only ``Inspector`` and its types) and
+``engine.snapshots`` (frozen views of workers and waits in this process).
 """
 
-from engine._backoff import retry_delay_ms
+from importlib.metadata import PackageNotFoundError, version
+
 from engine._client import CairnQ
 from engine._context import TaskContext
 from engine._errors import (
@@ -23,23 +27,6 @@ from engine._errors import (
     TaskTimeout,
     UnsupportedBackend,
 )
-from engine._gate import QueueGate
-from engine._inspect import (
-    CappedCount,
-    ChildRef,
-    Inspector,
-    KeyEntry,
-    KeyPage,
-    LeaseInfo,
-    QueueLatency,
-    SQLiteFileKind,
-    TaskDetail,
-    TaskFilter,
-    TaskPage,
-    TaskSummary,
-    ThroughputBucket,
-    describe_sqlite_file,
-)
 from engine._models import (
     CONFLICTS,
     STATUSES,
@@ -51,18 +38,14 @@ from engine._models import (
     is_terminal_status,
 )
 from engine._retention import Retention, RetentionRule
-from engine._waits import WaitSnapshot, active_waits
+from engine._waits import active_waits
 from engine._worker import Worker
-from engine._worker_snapshot import (
-    CallSnapshot,
-    CallTaskSnapshot,
-    ErrorReport,
-    NameSnapshot,
-    ResourceHolder,
-    ResourceSnapshot,
-    WorkerSnapshot,
-)
 from engine.store import PostgresStore, SQLiteStore, TaskStore, WatchSignal
+
+try:
+    __version__ = version("cairnq-tui")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "CONFLICTS",
@@ -70,28 +53,13 @@ __all__ = [
     "AlreadyExists",
     "CairnQ",
     "CairnQError",
-    "CallSnapshot",
-    "CallTaskSnapshot",
-    "CappedCount",
-    "ChildRef",
     "Conflict",
-    "ErrorReport",
-    "Inspector",
-    "KeyEntry",
-    "KeyPage",
-    "LeaseInfo",
     "LostLease",
-    "NameSnapshot",
     "PostgresStore",
     "ProtocolVersionMismatch",
     "QueueFull",
-    "QueueGate",
-    "QueueLatency",
-    "ResourceHolder",
-    "ResourceSnapshot",
     "Retention",
     "RetentionRule",
-    "SQLiteFileKind",
     "SQLiteStore",
     "SchemaMismatch",
     "SerializationError",
@@ -101,24 +69,16 @@ __all__ = [
     "TaskCanceled",
     "TaskContext",
     "TaskDef",
-    "TaskDetail",
     "TaskError",
     "TaskFailed",
-    "TaskFilter",
-    "TaskPage",
     "TaskRef",
     "TaskStatus",
     "TaskStore",
-    "TaskSummary",
     "TaskTimeout",
-    "ThroughputBucket",
     "UnsupportedBackend",
-    "WaitSnapshot",
     "WatchSignal",
     "Worker",
-    "WorkerSnapshot",
+    "__version__",
     "active_waits",
-    "describe_sqlite_file",
     "is_terminal_status",
-    "retry_delay_ms",
 ]

@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
 from cairnq_tui.hosting._load import HostError, WorkerSpec, build_worker, import_module
-from engine import TaskStore, Worker, WorkerSnapshot
+from engine import TaskStore, Worker
+from engine.snapshots import WorkerSnapshot
 
 T = TypeVar("T")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cairnq_tui.hosting._host import HostedStatus
-from engine import NameSnapshot, WorkerSnapshot
+from engine.snapshots import NameSnapshot, WorkerSnapshot
 
 
 def _holders(snapshot: WorkerSnapshot, resource: str) -> str:

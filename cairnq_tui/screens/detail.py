@@ -26,7 +26,8 @@ from cairnq_tui.widgets.json_tree import JsonTree
 from cairnq_tui.widgets.key_footer import KeyFooter
 from cairnq_tui.widgets.status_bar import StatusBar
 from cairnq_tui.worker_errors import ForwardWorkerErrors
-from engine import Task, TaskDetail
+from engine import Task
+from engine.inspect import TaskDetail
 
 JSON_FIELDS = ("payload", "result", "error", "metadata")
 

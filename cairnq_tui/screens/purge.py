@@ -15,7 +15,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 from cairnq_tui import keymap
 from cairnq_tui.formatting import parse_duration_ms
 from cairnq_tui.worker_errors import ForwardWorkerErrors
-from engine import CappedCount, Inspector
+from engine.inspect import CappedCount, Inspector
 
 TERMINAL = ("succeeded", "failed", "canceled")
 

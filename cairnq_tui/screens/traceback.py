@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from cairnq_tui import keymap
 from cairnq_tui.formatting import clean
-from engine import ErrorReport
+from engine.snapshots import ErrorReport
 
 
 class TracebackScreen(ModalScreen[None]):

@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from cairnq_tui.formatting import age, duration, lease_left, progress_bar, safe_text
 from cairnq_tui.widgets.hosted_view import HostedView
 from cairnq_tui.widgets.keyed_table import KeyedTable
-from engine import CallSnapshot
+from engine.snapshots import CallSnapshot
 
 COLUMNS = [
     ("Call", "call"),

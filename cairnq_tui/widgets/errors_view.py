@@ -12,7 +12,7 @@ from cairnq_tui.formatting import age, safe_text
 from cairnq_tui.screens.traceback import TracebackScreen
 from cairnq_tui.widgets.hosted_view import HostedView
 from cairnq_tui.widgets.keyed_table import KeyedTable
-from engine import ErrorReport
+from engine.snapshots import ErrorReport
 
 COLUMNS = [
     ("When", "when"),

@@ -25,7 +25,8 @@ from cairnq_tui.formatting import clean, duration
 from cairnq_tui.hosting import HostedStatus, HostedWorker, HostError
 from cairnq_tui.messages import DataMessage
 from cairnq_tui.worker_errors import ForwardWorkerErrors
-from engine import CappedCount, TaskFilter, WaitSnapshot
+from engine.inspect import CappedCount, TaskFilter
+from engine.snapshots import WaitSnapshot
 
 #: Backlog counts stop here (a count must never scan a whole table).
 BACKLOG_CAP = 10_000

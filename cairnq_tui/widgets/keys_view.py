@@ -22,7 +22,8 @@ from cairnq_tui.formatting import age, clean, duration, safe_text, status_text
 from cairnq_tui.messages import FollowUpdated, KeysRefreshed
 from cairnq_tui.widgets.keyed_table import KeyedTable
 from cairnq_tui.worker_errors import ForwardWorkerErrors
-from engine import KeyPage, TaskTimeout, active_waits
+from engine import TaskTimeout, active_waits
+from engine.inspect import KeyPage
 
 PAGE_SIZE = 50
 FOLLOW_TIMEOUT_MS = 24 * 3_600_000

@@ -19,7 +19,7 @@ from cairnq_tui.formatting import lease_left, progress_bar, safe_text
 from cairnq_tui.messages import LeasesRefreshed
 from cairnq_tui.widgets.keyed_table import KeyedTable
 from cairnq_tui.worker_errors import ForwardWorkerErrors
-from engine import LeaseInfo
+from engine.inspect import LeaseInfo
 
 LIMIT = 500
 COLUMNS = [

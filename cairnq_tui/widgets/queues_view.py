@@ -21,7 +21,8 @@ from cairnq_tui.formatting import STATUS_STYLES, age, duration, safe_text, spark
 from cairnq_tui.messages import QueuesRefreshed
 from cairnq_tui.widgets.keyed_table import KeyedTable
 from cairnq_tui.worker_errors import ForwardWorkerErrors
-from engine import STATUSES, CappedCount
+from engine import STATUSES
+from engine.inspect import CappedCount
 
 MINUTES = 15
 #: Per queue and status: 20 queues x 5 statuses x 1,000 index entries stays a few

@@ -31,7 +31,8 @@ from cairnq_tui.formatting import (
 from cairnq_tui.messages import TasksRefreshed
 from cairnq_tui.widgets.keyed_table import ColumnSpec, KeyedTable
 from cairnq_tui.worker_errors import ForwardWorkerErrors
-from engine import STATUSES, CappedCount, TaskFilter, TaskPage, TaskSummary
+from engine import STATUSES
+from engine.inspect import CappedCount, TaskFilter, TaskPage, TaskSummary
 
 PAGE_SIZE = 50
 #: The Key column has a fixed width: keys arrive after the page (a second read),

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from worker_support import DIALECTS, connected, finished, open_store
 
-from engine import CairnQ, QueueFull, QueueGate, TaskStore, Worker
+from engine import CairnQ, QueueFull, TaskStore, Worker
+from engine._gate import QueueGate
 
 
 @pytest.fixture(params=DIALECTS)

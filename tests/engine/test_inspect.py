@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine import CappedCount, Inspector, TaskFilter
 from engine._inspect import normalise_id_prefix, prefix_range
 from engine._sql import statement_names
+from engine.inspect import CappedCount, Inspector, TaskFilter
 from engine.store import TaskStore
 
 

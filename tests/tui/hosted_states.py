@@ -23,12 +23,12 @@ from cairnq_tui.clock import FixedClock
 from cairnq_tui.demo import make_worker
 from cairnq_tui.hosting import HostedStatus
 from cairnq_tui.target import Target
-from engine import (
+from engine import SQLiteStore
+from engine.snapshots import (
     CallSnapshot,
     CallTaskSnapshot,
     ErrorReport,
     ResourceHolder,
-    SQLiteStore,
     WaitSnapshot,
     WorkerSnapshot,
 )
