@@ -9,7 +9,7 @@ from engine import Task
 
 
 def clock_time(ms: int) -> str:
-    """``HH:MM:SS`` UTC, with the date when it is not the day of ``ms``'s context."""
+    """``YYYY-MM-DD HH:MM:SS UTC``: always with the date, so no reader has to guess the day."""
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual.worker import Worker
+from textual.worker import Worker as TextualWorker
 
 
 class ForwardWorkerErrors:
@@ -17,5 +17,5 @@ class ForwardWorkerErrors:
 
     app: Any
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+    def on_worker_state_changed(self, event: TextualWorker.StateChanged) -> None:
         self.app.on_worker_state_changed(event)

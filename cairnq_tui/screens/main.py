@@ -1,7 +1,9 @@
 """The main screen: the views as tabs, the status bar and the footer.
 
-Tabs keep room for more views (issue 6 adds hosted workers): each view is a
-widget with ``refresh_data()``; the app refreshes whichever tab is visible.
+The database views (tasks, queues, leases, keys) come first, then the views of
+this process (waits, and with ``--worker`` the hosted workers' quotas,
+resources, calls and errors). Each view is a widget with ``refresh_data()``; the
+app refreshes whichever tab is visible.
 """
 
 from __future__ import annotations
