@@ -179,7 +179,9 @@ def test_concurrent_cold_starts_apply_each_migration_once(pg_database: str) -> N
         )
         for _ in range(3)
     ]
-    outcomes = [(p.wait(timeout=60), p.stderr.read().decode() if p.stderr else "") for p in procs]
+    # communicate() drains and closes both pipes (a pipe left open is a ResourceWarning).
+    errors = [p.communicate(timeout=60)[1].decode() for p in procs]
+    outcomes = [(p.returncode, err) for p, err in zip(procs, errors, strict=True)]
     assert all(code == 0 for code, _ in outcomes), outcomes
     # The ledger's primary key would have failed a second application loudly;
     # the rows also prove each name was recorded exactly once.

@@ -56,6 +56,7 @@ def run_and_kill(
     line = proc.stdout.readline()
     if line != b"ready\n":
         proc.wait()
+        proc.stdout.close()
         err = stderr_of(proc)
         raise AssertionError(f"writer did not start: {line!r}\n{err}")
     # Drain the pipe all along: a full pipe would block the writer, not kill it mid-write.
@@ -68,6 +69,7 @@ def run_and_kill(
     time.sleep(delay_s)
     kill9(proc)
     reader.join()
+    proc.stdout.close()
     if target.dialect == "postgres":
         # The server may still be running (and committing) what the dead client sent
         # last; that is fine, but every check below must see the final state.

@@ -23,14 +23,12 @@ def test_demo_in_tmux(tmp_path: Path) -> None:
     }
     tmux = Tmux([str(SCRIPT), "demo", "--rate", "60", "--seed", "4"], env)
     try:
-        screen = tmux.wait_for("embed", timeout=20)
-        assert "demo.db" in screen and "sqlite" in screen
+        tmux.wait_for("embed", "demo.db", "sqlite", timeout=20)
         assert [p.name[:12] for p in temp.iterdir()] == ["cairnq-demo-"]
 
         tmux.keys("6")
-        screen = tmux.wait_for("cairnq_tui.demo:make_worker  running")
-        screen = tmux.wait_for("index.update")
-        assert "Why less" in screen and "thumbnail" in screen
+        tmux.wait_for("cairnq_tui.demo:make_worker  running")
+        tmux.wait_for("index.update", "Why less", "thumbnail")
 
         tmux.keys("7")
         tmux.wait_for("gpu (lock)")

@@ -35,7 +35,12 @@ async def main(path):
 asyncio.run(main(sys.argv[1]))
 """
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+    # Under xdist the tmux tests run one after another on one worker: each drives a
+    # whole console process and they are the ones most sensitive to a loaded machine.
+    pytest.mark.xdist_group("tmux"),
+]
 
 
 class Tmux:
@@ -43,6 +48,9 @@ class Tmux:
 
     def __init__(self, command: list[str], env: dict[str, str]) -> None:
         self.socket = f"cq-e2e-{uuid.uuid4().hex[:8]}"
+        # pytest-xdist workers carry COLUMNS=80 and LINES=24, which Textual would
+        # obey over the pane's real size: the console must see the 160x45 pane.
+        env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
         line = " ".join(f"'{part}'" for part in command)
         subprocess.run(
             [
@@ -74,14 +82,16 @@ class Tmux:
     def keys(self, *keys: str) -> None:
         subprocess.run(["tmux", "-L", self.socket, "send-keys", "-t", "console", *keys], check=True)
 
-    def wait_for(self, text: str, timeout: float = 10.0) -> str:
+    def wait_for(self, *texts: str, timeout: float = 10.0) -> str:
+        """The first screen showing every one of ``texts`` (parts of the screen are
+        drawn at different moments, so each is waited for, not assumed)."""
         deadline = time.monotonic() + timeout
         while True:
             screen = self.screen()
-            if text in screen:
+            if all(text in screen for text in texts):
                 return screen
             if time.monotonic() > deadline:
-                raise AssertionError(f"{text!r} never appeared; screen was:\n{screen}")
+                raise AssertionError(f"{texts!r} never all appeared; screen was:\n{screen}")
             time.sleep(0.1)
 
     def kill(self) -> None:
@@ -108,12 +118,10 @@ def test_launch_in_tmux_against_a_live_database(worked_db: Path, tmp_path: Path)
     env = {**os.environ, "TERM": "xterm-256color", "EXIT_FILE": str(exit_file)}
     tmux = Tmux([str(SCRIPT), "launch", str(worked_db), "--refresh", "0.3"], env)
     try:
-        screen = tmux.wait_for("e2e.job")
-        assert "live.db" in screen and "sqlite" in screen and "protocol v1" in screen
+        tmux.wait_for("e2e.job", "live.db", "sqlite", "protocol v1")
 
         tmux.keys("2")
-        screen = tmux.wait_for("1 queue(s)")
-        assert "Done/min" in screen
+        tmux.wait_for("1 queue(s)", "Done/min")
 
         tmux.keys("3")
         tmux.wait_for("running task(s) on")
@@ -121,8 +129,7 @@ def test_launch_in_tmux_against_a_live_database(worked_db: Path, tmp_path: Path)
         tmux.keys("4")
         tmux.wait_for("e2e-0001")
         tmux.keys("Enter")  # the detail of the task under the first key
-        screen = tmux.wait_for("Why:")
-        assert "e2e.job" in screen
+        tmux.wait_for("Why:", "e2e.job")
         # A lone Escape needs a pause after it, or the next key reads as alt+key.
         tmux.keys("Escape")
         time.sleep(0.3)
