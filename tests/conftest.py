@@ -9,6 +9,7 @@ goes for the browser test (marker ``browser``) under ``CAIRNQ_REQUIRE_BROWSER=1`
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -68,9 +69,18 @@ def sqlite_path(tmp_path: Path) -> Path:
     return tmp_path / "tasks.db"
 
 
+def needs_postgres(item: pytest.Item) -> bool:
+    """Whether ``item`` runs on Postgres: it uses the server fixture, or it is the
+    ``postgres`` case of a parametrisation (whose fixture may open the server itself)."""
+    if "pg_dsn" in getattr(item, "fixturenames", ()):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "postgres" in re.split(r"[-\[\]]", callspec.id)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "pg_dsn" in getattr(item, "fixturenames", ()):
+        if needs_postgres(item):
             item.add_marker(pytest.mark.postgres)
 
 
