@@ -25,6 +25,7 @@ PROBE = textwrap.dedent(
 
     import engine
     from engine._sql import sql_root
+    from engine.conformance import SCENARIOS
     from engine.store.sqlite import SQLiteStore
 
     async def main(path):
@@ -39,6 +40,8 @@ PROBE = textwrap.dedent(
             ledger = [r[0] for r in db.execute("select name from cairnq_migrations order by name")]
         print(json.dumps({
             "engine": engine.__file__,
+            "version": engine.__version__,
+            "scenarios": len(list(SCENARIOS.glob("*.json"))),
             "sql_root": str(sql_root()),
             "same": again is not None and again.id == task.id,
             "payload": again.payload if again else None,
@@ -71,6 +74,11 @@ def test_installed_wheel_opens_a_store(tmp_path: Path) -> None:
     assert "engine/sql/migrations/sqlite/0001_init.sql" in names
     assert "engine/sql/migrations/postgres/0003_notify.sql" in names
     assert not any(name.startswith("sql/") for name in names)
+    # PEP 561: type checkers read the engine's annotations from the installed wheel.
+    assert "engine/py.typed" in names
+    # The runner's default scenarios travel with the package.
+    scenarios = [n for n in names if n.startswith("engine/conformance/scenarios/")]
+    assert len(scenarios) >= 30 and all(n.endswith(".json") for n in scenarios)
 
     # A bare venv, filled by the outer pip: no editable install can leak in.
     env_dir = tmp_path / "venv"
@@ -93,3 +101,5 @@ def test_installed_wheel_opens_a_store(tmp_path: Path) -> None:
     assert report["ledger"][-1] == "0010_drop_status_index.sql"
     assert len(report["ledger"]) == 9
     assert report["peer"] == []
+    assert report["version"] == wheel.name.split("-")[1]
+    assert report["scenarios"] == len(scenarios)
