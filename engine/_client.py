@@ -135,7 +135,9 @@ class CairnQ:
         root_id: str | None = None,
         correlation_id: str | None = None,
     ) -> Task:
-        """Enqueue a task, or resolve a keyed submit by ``conflict`` (PROTOCOL.md §4.3).
+        """Enqueue a task, or resolve a keyed submit by ``conflict``.
+
+        The strategies are tabled in docs/protocol-notes.md, "Submit and keys".
 
         Raises:
             ValueError / SerializationError: bad input (nothing written).

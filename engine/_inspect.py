@@ -6,7 +6,7 @@ statements ``sql/<dialect>/inspect_*.sql``, run by ``TaskStore.read_statement``.
 Every read is bounded: pages walk an index from a keyset cursor (never OFFSET),
 counts stop at a cap, queues and names come from skip scans of their indexes.
 The protocol fixes the schema, so the statements are shaped around its indexes
-(PROTOCOL.md §1.6) rather than the other way round.
+(docs/protocol-notes.md, "Indexes") rather than the other way round.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""CairnQ's waits (PROTOCOL.md §6.1), TaskTimeout messages, call, watch and the
-registry of waits in progress, on both dialects.
+"""CairnQ's waits (docs/protocol-notes.md, "Client"), TaskTimeout messages, call,
+watch and the registry of waits in progress, on both dialects.
 
 The test plays the worker through the store's own claim/complete where a real
 worker would make timing hard to control.

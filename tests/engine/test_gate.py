@@ -1,4 +1,4 @@
-"""The backpressure gate (PROTOCOL.md §6.3) on both dialects: QueueFull with nothing
+"""The backpressure gate (docs/protocol-notes.md, "Client") on both dialects: QueueFull with nothing
 enqueued, headroom coming back, child submits from handlers gated too.
 """
 

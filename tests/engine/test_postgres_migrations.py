@@ -1,7 +1,8 @@
-"""Postgres migrations, the schema guard (PROTOCOL.md §4.20) and the version check.
+"""Postgres migrations, the schema guard (docs/protocol-notes.md, "Postgres") and the version check.
 
-Catalog assertions compare against the names PROTOCOL.md §1.3-§1.7 lists, since
-those are what the other cairnq SDKs look up.
+Catalog assertions compare against the names the protocol fixes (docs/protocol-notes.md,
+"Schema and migrations" and "Indexes"), since those are what the other cairnq SDKs
+look up.
 """
 
 from __future__ import annotations

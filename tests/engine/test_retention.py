@@ -1,4 +1,4 @@
-"""Retention (PROTOCOL.md §6.4): rule validation, tiered rules, the first sweep only
+"""Retention (docs/protocol-notes.md, "Client"): rule validation, tiered rules, the first sweep only
 after one interval, and the sweeper stopping with the client, on both dialects.
 """
 

@@ -1,5 +1,6 @@
 """The SQL shipped in ``sql/``: one named statement per file, same names per dialect,
-a header comment on every file, and the migration lists of PROTOCOL.md §1.3."""
+a header comment on every file, and the migration lists of the protocol
+(docs/protocol-notes.md, "Schema and migrations")."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from engine._sql import Dialect, migrations, sql_root, statement, statement_name
 
 DIALECTS: tuple[Dialect, ...] = ("sqlite", "postgres")
 
-# PROTOCOL.md §4: the 27 statements every dialect has; Postgres adds `installations`.
+# The 27 statements every dialect has; Postgres adds `installations`
+# (docs/protocol-notes.md, "Statements").
 PROTOCOL_STATEMENTS = frozenset(
     {
         "insert_task",
@@ -45,7 +47,8 @@ PROTOCOL_STATEMENTS = frozenset(
     }
 )
 
-# PROTOCOL.md §1.3: recorded names, file name with extension; SQLite has no 0003.
+# Recorded names, file name with extension; SQLite has no 0003
+# (docs/protocol-notes.md, "Schema and migrations").
 POSTGRES_MIGRATIONS = [
     "0001_init.sql",
     "0002_purge_index.sql",

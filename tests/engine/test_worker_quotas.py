@@ -1,4 +1,4 @@
-"""Claim sessions with per-name quotas (PROTOCOL.md §5.3–§5.4), on both dialects.
+"""Claim sessions with per-name quotas (docs/protocol-notes.md, "Worker"), on both dialects.
 
 Concurrency is observed with real handlers recording how many calls overlap.
 The pure planner (``plan_poll``) is also exercised directly with a recording

@@ -1,5 +1,5 @@
-"""Settlement (PROTOCOL.md §5.7), leases (§5.6), max_run_ms (§5.8), backoff (§5.10)
-and the byte budget (§5.5), on both dialects, through real handlers.
+"""Settlement, leases, max_run_ms, backoff and the byte budget (docs/protocol-notes.md,
+"Worker"), on both dialects, through real handlers.
 """
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ async def test_sqlite_schema_is_identical_to_cairnq(tmp_path: Path) -> None:
     ours = sqlite_schema(tmp_path / "engine.db")
     assert_same(ours, theirs)
 
-    # And it is the schema of PROTOCOL.md, not merely the same mistake twice.
+    # And it is the protocol's schema, not merely the same mistake twice.
     assert ours["ledger"] == SQLITE_LEDGER
     assert ours["meta"] == META
     indexes = {

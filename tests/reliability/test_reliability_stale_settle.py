@@ -6,10 +6,10 @@ and the *same worker* claimed it again (attempt 2). When the first handler then
 returned, its ``ctx.succeed`` was accepted: the row matched the ownership
 predicate again (same worker id, running, a live lease — attempt 2's). The task
 ended ``succeeded`` with attempt 1's result while attempt 2 was still running.
-PROTOCOL.md §5.7 names this hazard as the reason for the worker's local lease
-gate, which then closed only when a heartbeat reply omitted the task; it now
-also closes when the lease deadline passes without a successful renewal. (The
-cairnq SDK 0.15.1 accepted the stale write in the same reproduction.)
+The protocol (docs/protocol-notes.md, "Worker") names this hazard as the reason
+for the worker's local lease gate, which then closed only when a heartbeat reply
+omitted the task; it now also closes when the lease deadline passes without a
+successful renewal. (The cairnq SDK 0.15.1 accepted the stale write in the same reproduction.)
 
 Reproduced deterministically on SQLite: another connection holds the write lock
 for twice the lease, so the heartbeats fail with SQLITE_BUSY.
