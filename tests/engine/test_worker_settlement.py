@@ -357,7 +357,9 @@ async def test_lease_deadline_closes_the_local_gate_without_a_heartbeat(
         # The retry holds the row (same worker id, live lease) while the stale
         # attempt tries to write: only the local gate can stop it.
         await asyncio.wait_for(first_done.wait(), 5)
-        await asyncio.sleep(0.05)  # let the stale attempt's return be settled
+        # The stale attempt's call is released once its return was settled (or
+        # refused): then this call is the only one left.
+        await eventually(lambda: len(worker.snapshot().calls) == 1)
         return f"attempt {ctx.attempt}"
 
     task = await store.submit(name="slow")
