@@ -1,9 +1,10 @@
 """Fixtures shared by every test: fresh SQLite files and throwaway Postgres schemas.
 
 Postgres tests read the server from ``CAIRNQ_TEST_PG_DSN`` and skip cleanly when it
-is unset; with ``CAIRNQ_REQUIRE_PG=1`` (what .ci/run sets) such a skip is turned
-into a failure, so CI can never pass with Postgres silently untested. The same
-goes for the browser test (marker ``browser``) under ``CAIRNQ_REQUIRE_BROWSER=1``.
+is unset or no server answers at it; with ``CAIRNQ_REQUIRE_PG=1`` (what .ci/run
+sets) such a skip is turned into a failure, so CI can never pass with Postgres
+silently untested. The same goes for the browser test (marker ``browser``) under
+``CAIRNQ_REQUIRE_BROWSER=1``.
 """
 
 from __future__ import annotations

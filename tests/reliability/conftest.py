@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pg_support import pg_dsn_or_skip
 from reliability_harness import PG_BIN, PrivatePostgres, Target
-
-PG_DSN_ENV = "CAIRNQ_TEST_PG_DSN"
 
 
 @pytest.fixture(scope="session")
@@ -41,9 +39,7 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
     if request.param == "sqlite":
         yield Target("sqlite", str(tmp_path / "tasks.db"))
         return
-    dsn = os.environ.get(PG_DSN_ENV)
-    if not dsn:
-        pytest.skip(f"postgres: set {PG_DSN_ENV} to run")
+    dsn = pg_dsn_or_skip()
     schema = f"rel_{uuid.uuid4().hex[:12]}"
     yield Target("postgres", dsn, schema)
     import psycopg

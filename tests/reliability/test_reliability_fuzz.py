@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pg_support import pg_dsn_or_skip
 from reliability_harness import Target
 
 from engine import SerializationError, _json
@@ -222,9 +223,7 @@ def store_target(
         store: Any = SQLiteStore(path)
         target = Target("sqlite", path)
     else:
-        dsn = os.environ.get("CAIRNQ_TEST_PG_DSN")
-        if not dsn:
-            pytest.skip("postgres: set CAIRNQ_TEST_PG_DSN to run")
+        dsn = pg_dsn_or_skip()
         schema = f"fuzz_{uuid.uuid4().hex[:12]}"
         store = PostgresStore(dsn, schema=schema, max_size=2)
         target = Target("postgres", dsn, schema)
