@@ -359,12 +359,12 @@ async def test_worker_on_its_own_loop_in_a_thread(
     # What the console does: the worker runs on another thread's event loop with
     # its own store handle; submits and completions still wake across loops.
     if store.dialect == "sqlite":
-        worker = Worker.sqlite(str(tmp_path / "tasks.db"), poll_interval_ms=5_000)
+        worker = Worker.sqlite(str(tmp_path / "tasks.db"), poll_interval_ms=120_000)
     else:
         worker = Worker.postgres(
             request.getfixturevalue("pg_dsn"),
             schema=request.getfixturevalue("pg_schema"),
-            poll_interval_ms=5_000,
+            poll_interval_ms=120_000,
         )
 
     @worker.task
@@ -385,15 +385,15 @@ async def test_worker_on_its_own_loop_in_a_thread(
     try:
         await eventually(lambda: worker.snapshot().state == "running")
         client = CairnQ(store)
-        # The worker's 5 s poll would time these out: only in-process wakeups
+        # The worker's 2-minute poll would time these out: only in-process wakeups
         # (a submit waking the worker, a completion waking the waiter) can pass.
         for i in range(3):
-            result = await client.call("echo", {"i": i}, timeout_ms=3_000)
+            result = await client.call("echo", {"i": i}, timeout_ms=20_000)
             assert result == {"thread": "worker-thread", "i": i}
         worker.pause()
         await eventually(lambda: worker.snapshot().state == "paused")
         worker.resume()
-        assert await client.call("echo", {"i": 9}, timeout_ms=3_000) == {
+        assert await client.call("echo", {"i": 9}, timeout_ms=20_000) == {
             "thread": "worker-thread",
             "i": 9,
         }
