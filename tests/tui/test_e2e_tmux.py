@@ -94,6 +94,17 @@ class Tmux:
                 raise AssertionError(f"{texts!r} never all appeared; screen was:\n{screen}")
             time.sleep(0.1)
 
+    def wait_gone(self, text: str, timeout: float = 10.0) -> str:
+        """The first screen no longer showing ``text``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if text not in screen:
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} never went away; screen was:\n{screen}")
+            time.sleep(0.1)
+
     def kill(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], check=False, capture_output=True)
 
@@ -130,13 +141,16 @@ def test_launch_in_tmux_against_a_live_database(worked_db: Path, tmp_path: Path)
         tmux.wait_for("e2e-0001")
         tmux.keys("Enter")  # the detail of the task under the first key
         tmux.wait_for("Why:", "e2e.job")
-        # A lone Escape needs a pause after it, or the next key reads as alt+key.
+        # A key sent right behind a lone Escape reads as alt+key: wait until the
+        # Escape has done its work (the screen it closed is gone) before the next.
         tmux.keys("Escape")
-        time.sleep(0.3)
-        tmux.keys("1", "?")
+        tmux.wait_gone("Why:")
+        tmux.keys("1")
+        tmux.wait_for("shown of")
+        tmux.keys("?")
         tmux.wait_for("Everywhere")
         tmux.keys("Escape")
-        time.sleep(0.3)
+        tmux.wait_gone("Everywhere")
         tmux.keys("q")
         deadline = time.monotonic() + 10
         while not exit_file.exists() and time.monotonic() < deadline:
