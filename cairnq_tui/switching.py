@@ -25,7 +25,7 @@ from cairnq_tui.controls import Controls
 from cairnq_tui.formatting import clean
 from cairnq_tui.screens.targets import TargetPickerScreen, TypeNameScreen
 from cairnq_tui.target import TargetError, check_target, make_store
-from engine import TaskFilter
+from engine.inspect import TaskFilter
 
 if TYPE_CHECKING:
     from cairnq_tui.app import ConsoleApp

@@ -1,7 +1,7 @@
 """Claims hand their rows back in claim order (priority desc, then due time, then
-id: PROTOCOL.md §4.13), on both dialects, through every path that claims: the
-four claim variants, a claim session's draws, Postgres's completing claim, and a
-worker's batch call.
+id: docs/protocol-notes.md, "Claims and recovery"), on both dialects, through
+every path that claims: the four claim variants, a claim session's draws,
+Postgres's completing claim, and a worker's batch call.
 
 Postgres's ``update ... returning`` gave the rows in whatever order it updated
 them ("a then c" came back as ``[c, a]`` most of the time), so each check runs

@@ -1,4 +1,4 @@
-"""Concurrent cold starts on Postgres never fail (PROTOCOL.md §1.4).
+"""Concurrent cold starts on Postgres never fail (docs/protocol-notes.md, "Schema and migrations").
 
 Four ``connect()`` at once on a schema that does not exist yet used to fail now
 and then (about 3 %) with DuplicateObject (42710) on the ledger's row type, or
