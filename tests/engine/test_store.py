@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from store_support import Database
+from worker_support import eventually
 
 from engine import (
     AlreadyExists,
@@ -814,8 +815,18 @@ async def test_recovery_requeues_fails_or_cancels(store: TaskStore) -> None:
         "details": {},
     }
     assert c.status == "canceled" and c.completed_at_ms is not None and c.lease_until_ms is None
-    assert WatchSignal("queued", queue="default") in signals
-    assert {s.task_id for s in signals if s.reason == "done"} == {exhaust.id, cancel.id}
+
+    # Postgres hands signals over from its LISTEN connection, after the claim returns.
+    def done_ids() -> set[str | None]:
+        return {s.task_id for s in signals if s.reason == "done"}
+
+    await eventually(
+        lambda: (
+            WatchSignal("queued", queue="default") in signals
+            and done_ids() >= {exhaust.id, cancel.id}
+        )
+    )
+    assert done_ids() == {exhaust.id, cancel.id}
 
 
 async def test_recovery_keeps_previous_error(store: TaskStore) -> None:
