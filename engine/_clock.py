@@ -7,5 +7,5 @@ import time
 
 
 def now_ms() -> int:
-    """Epoch ms, floored (PROTOCOL.md §2.1: SQLite binds this clock per statement)."""
+    """Epoch ms, floored (docs/protocol-notes.md, Clocks: SQLite binds this clock per statement)."""
     return math.floor(time.time() * 1000)

@@ -1,4 +1,4 @@
-"""What a handler holds: ``TaskContext``, one per claimed task (PROTOCOL.md §5.7).
+"""What a handler holds: ``TaskContext``, one per claimed task (docs/protocol-notes.md, Worker).
 
 The context is the handler's only way to write to its task. Owned writes pass a
 local gate first: once the lease is known lost (or, for progress and heartbeat,

@@ -1,4 +1,6 @@
-"""Error envelopes the engine records (PROTOCOL.md §2.6), and text made fit to record.
+"""Error envelopes the engine records, and text made fit to record.
+
+The envelope's fields are described in docs/protocol-notes.md, "Error envelopes".
 
 Every failure the worker or a handler's context writes is built here, so the
 field names and codes live in one place. Before an envelope or a progress

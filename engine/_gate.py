@@ -1,4 +1,4 @@
-"""Backpressure (PROTOCOL.md §6.3): a submit to a gated queue first needs headroom.
+"""Backpressure (docs/protocol-notes.md, Client): a submit to a gated queue first needs headroom.
 
 A ``QueueGate`` is attached to a store, so a client's submit, a handler's
 ``ctx.submit`` and a bare ``store.submit`` all meet it. Headroom is bought in

@@ -1,4 +1,4 @@
-"""Retention (PROTOCOL.md §6.4): delete old terminal tasks on a schedule.
+"""Retention (docs/protocol-notes.md, Client): delete old terminal tasks on a schedule.
 
 Rules are tiered: one cutoff for every terminal row, a cutoff per status, or a
 list of ``RetentionRule`` filtering on anything ``purge`` can. The sweeper sleeps

@@ -9,7 +9,7 @@ group commit, where it would fail the writes sharing its transaction:
 * ``SerializationError`` (from ``engine._json``) for JSON values.
 
 Integers are bounded by the narrower column type of the two dialects
-(PROTOCOL.md §1.5): ``priority``, ``attempt`` and ``max_attempts`` are
+(docs/protocol-notes.md, Schema and migrations): ``priority``, ``attempt`` and ``max_attempts`` are
 ``integer`` on both, i.e. 32-bit on Postgres; the ``*_ms`` columns are 64-bit on
 both. A relative duration (``lease_ms``, ``delay_ms``, ``older_than_ms``) is
 added to or subtracted from the clock, so it is bounded well inside 64 bits.

@@ -1,4 +1,6 @@
-"""Waiting for a task to finish (PROTOCOL.md §6.1), and the registry of waits in progress.
+"""Waiting for a task to finish, and the registry of waits in progress.
+
+The protocol's side of waiting is in docs/protocol-notes.md, "Client".
 
 Every wait in this process (``CairnQ.wait``, ``wait_by_key``, ``call``, and
 ``TaskContext.wait``) runs through ``wait_for_task``, which records what it is

@@ -1,4 +1,6 @@
-"""The worker (PROTOCOL.md §5): the run loop that claims tasks and drives their calls.
+"""The worker: the run loop that claims tasks and drives their calls.
+
+What the protocol asks of a worker is in docs/protocol-notes.md, "Worker".
 
 The loop knows concurrency and lifecycle, never SQL. Its parts live beside it:
 ``_worker_plan`` decides how many tasks each name may take on a poll (pure),

@@ -1,4 +1,4 @@
-"""Quota planning for a claim session (PROTOCOL.md §5.3, §5.4): pure, no I/O.
+"""Quota planning for a claim session (docs/protocol-notes.md, Worker): pure, no I/O.
 
 A worker's registrations become *sources* (a name drawing alone, or the names
 sharing one draw); each poll gives every source a quota of calls, the tightest

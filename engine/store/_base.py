@@ -4,7 +4,8 @@
 validation (``engine._rules``, before any I/O), id generation and JSON encoding
 for submits, the claim variant for a draw, the backpressure gate, in-process
 wakeups and row decoding. A dialect implements the ``_``-prefixed primitives,
-each of which is one statement or one transaction of the protocol (PROTOCOL.md §4).
+each of which is one statement or one transaction of the protocol
+(docs/protocol-notes.md, "Statements").
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ A file or schema can carry the cairnq tables and still not be a cairnq database:
 a column dropped by hand, an index rebuilt on other columns, a trigger someone
 added. Opening it anyway lets the engine write to it and then fail every list or
 submit with a raw driver error. So each store reads the catalog once when it
-opens (a few queries, no table scans) and compares it with PROTOCOL.md §1.5-§1.7;
+opens (a few queries, no table scans) and compares it with the protocol's schema
+(docs/protocol-notes.md, "Schema and migrations");
 any difference raises ``SchemaMismatch`` naming it, before anything is written.
 
 What is compared:

@@ -9,7 +9,7 @@ transaction, each caller answered after its COMMIT. Statements are prepared
 server-side on first use (``prepare_threshold=0``): the set of texts is small
 and fixed.
 
-Connecting follows PROTOCOL.md §7: schema guard, migrations, protocol version,
+Connecting follows docs/protocol-notes.md, Postgres: schema guard, migrations, protocol version,
 JSON wire form, then the LISTEN connection in the background.
 """
 
@@ -335,7 +335,7 @@ class PostgresStore(TaskStore):
             await _create_if_missing(conn, f'create schema if not exists "{self._schema}"')
 
     async def _guard_schema(self, conn: Conn) -> None:
-        """The decision table of PROTOCOL.md §4.20."""
+        """The schema guard's decision table (docs/protocol-notes.md, Postgres)."""
         rows = await (await conn.execute(_sql("installations"))).fetchall()
         current = rows[0]["current_schema"] if rows else None
         found = [r["schema"] for r in rows if r["schema"] is not None]

@@ -1,4 +1,4 @@
--- insert_task: add one queued task (PROTOCOL.md §4.1). No RETURNING: the
+-- insert_task: add one queued task (docs/protocol-notes.md, Statements). No RETURNING: the
 -- application chose every value, so the store builds the row from what it bound
 -- (RETURNING costs ~10 µs per row here, a third of a batched insert).
 -- Params: :id, :name, :queue, :payload, :metadata, :max_attempts, :priority,
