@@ -23,6 +23,7 @@ from engine.store._signals import WatchSignal
 
 if TYPE_CHECKING:
     from engine.store._base import TaskStore
+    from engine.store.sqlite import Synchronous
 
 
 class CairnQ:
@@ -62,11 +63,23 @@ class CairnQ:
         self._connected = False
 
     @classmethod
-    def sqlite(cls, path: str, *, busy_timeout_ms: int = 5_000, **kwargs: Any) -> CairnQ:
-        """A handle on a SQLite file (created and migrated on connect)."""
+    def sqlite(
+        cls,
+        path: str,
+        *,
+        busy_timeout_ms: int = 5_000,
+        synchronous: Synchronous = "full",
+        **kwargs: Any,
+    ) -> CairnQ:
+        """A handle on a SQLite file (created and migrated on connect).
+
+        ``synchronous="normal"`` trades durability for speed: an OS crash or
+        power loss can drop acknowledged commits (see ``SQLiteStore``).
+        """
         from engine.store.sqlite import SQLiteStore
 
-        return cls(SQLiteStore(path, busy_timeout_ms=busy_timeout_ms), **kwargs)
+        store = SQLiteStore(path, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
+        return cls(store, **kwargs)
 
     @classmethod
     def postgres(

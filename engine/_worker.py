@@ -65,6 +65,7 @@ from engine._worker_snapshot import (
 if TYPE_CHECKING:
     from engine.store._base import Draw, TaskStore
     from engine.store.postgres import PostgresStore
+    from engine.store.sqlite import Synchronous
 
 
 #: A handler passed through ``Worker.task`` unchanged, its type kept for the caller.
@@ -210,16 +211,19 @@ class Worker:
         concurrency: int = 1,
         lease_ms: int = 30_000,
         busy_timeout_ms: int = 5_000,
+        synchronous: Synchronous = "full",
         **kwargs: Any,
     ) -> Worker:
         """A worker with a ``SQLiteStore`` of its own, closed when the worker is done.
 
         "Done" is the end of ``serve``, of a ``background`` block, or ``close()``.
-        Other keyword arguments are ``Worker``'s.
+        Other keyword arguments are ``Worker``'s. ``synchronous="normal"`` trades
+        durability for speed: an OS crash or power loss can drop acknowledged
+        commits (see ``SQLiteStore``).
         """
         from engine.store.sqlite import SQLiteStore
 
-        own = SQLiteStore(path, busy_timeout_ms=busy_timeout_ms)
+        own = SQLiteStore(path, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
         return cls._over(own, queues, dict(kwargs, concurrency=concurrency, lease_ms=lease_ms))
 
     @classmethod

@@ -8,7 +8,9 @@ waiting and runs them (one bare, several in one ``BEGIN IMMEDIATE``;
 after the COMMIT. Inline is what makes it fast: a thread hop costs more than an
 uncontended WAL commit (PERF-NOTES.md), and the writer's ``busy_timeout`` is 0,
 so the loop never waits on a lock held elsewhere — it only does SQLite's own
-work, as an inline read does.
+work, as an inline read does. Under ``synchronous=FULL`` a COMMIT also waits for
+an fsync, so there every flush goes to the writer thread's drain instead
+(``inline=False``); writes arriving meanwhile form the next batch.
 
 When the connection is owned by someone else (a keyed transaction or claim
 session on the writer thread) or another process holds the write lock, the
@@ -76,6 +78,10 @@ class GroupCommit:
             other call on that connection).
         locked_error: the error for a write whose busy budget ran out.
         on_commit: called after each batch that ran (from the thread that ran it).
+        inline: flush on the event loop (a COMMIT without fsync, ~30 µs). False
+            hands every flush to the writer thread's drain: a COMMIT that fsyncs
+            (``synchronous=FULL``, a millisecond or more) must not hold the loop,
+            and writes arriving while it runs join the next batch.
     """
 
     def __init__(
@@ -85,8 +91,11 @@ class GroupCommit:
         post: Callable[[Callable[[], None]], None],
         locked_error: Callable[[], BaseException],
         on_commit: Callable[[], None],
+        *,
+        inline: bool = True,
     ) -> None:
         self._on_commit = on_commit
+        self._inline = inline
         self._raw = raw
         self._owner = owner
         self._post = post
@@ -134,7 +143,7 @@ class GroupCommit:
             self._flush_scheduled = False
             if self._draining or not self._queue:
                 return  # the writer thread's drain will take them
-        if not self._owner.acquire(blocking=False):
+        if not self._inline or not self._owner.acquire(blocking=False):
             self.kick()
             return
         items = self._take()

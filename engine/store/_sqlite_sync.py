@@ -34,6 +34,13 @@ class Busy(Exception):
 _SQLITE_BUSY = 5
 Rows = list[tuple[Any, ...]]
 
+#: Accepted values of ``SQLiteStore(synchronous=...)``; the first is the default.
+SYNCHRONOUS_MODES = ("full", "normal")
+#: A reset WAL is truncated to this size (``journal_size_limit``).
+WAL_SIZE_LIMIT_BYTES = 8 * 1024 * 1024
+#: How long a RESTART checkpoint waits for the write lock and for readers.
+_RESTART_WAIT_MS = 250
+
 
 def is_busy(exc: BaseException) -> bool:
     """SQLITE_BUSY (any extended code); SQLITE_LOCKED is a real error, not retried."""
@@ -395,6 +402,7 @@ def open_database(
     read_only: bool,
     migrate: bool,
     busy_timeout_ms: int,
+    synchronous: str,
     migrations: Sequence[tuple[str, str]],
     protocol_version_sql: str,
 ) -> None:
@@ -426,11 +434,7 @@ def open_database(
         checked = check_sqlite(conn, names, target)
         if not memory and not read_only:
             _enable_wal(conn)
-            # WAL + synchronous=NORMAL: a committed transaction survives a crash
-            # of this process (the WAL is written before COMMIT returns); only an
-            # OS crash or power loss may drop the last commits. That matches what
-            # callers are promised (process crashes) at a fraction of FULL's fsyncs.
-            conn.execute("pragma synchronous = normal")
+            set_durability(conn, synchronous)
         conn.execute("pragma foreign_keys = on")
         if migrate and not read_only:
             apply_migrations(conn, migrations)
@@ -460,32 +464,73 @@ def open_database(
         raise StoreUnavailable(f"cannot open SQLite database {target}: {exc}") from exc
 
 
-def open_checkpointer(path: str, uri: bool) -> sqlite3.Connection:
+def check_synchronous(synchronous: object) -> str:
+    """The ``synchronous`` setting, lower-cased; ``ValueError`` unless full or normal."""
+    if not isinstance(synchronous, str) or synchronous.lower() not in SYNCHRONOUS_MODES:
+        raise ValueError(f"synchronous must be 'full' or 'normal', got {synchronous!r}")
+    return synchronous.lower()
+
+
+def set_durability(conn: sqlite3.Connection, synchronous: str) -> None:
+    """``synchronous`` and the WAL size cap, on a connection that commits or checkpoints.
+
+    FULL (the default, what the cairnq SDKs run) fsyncs the WAL at every COMMIT:
+    an acknowledged write survives an OS crash or power loss. NORMAL skips that
+    fsync: a process crash still loses nothing, an OS crash may lose the last
+    acknowledged commits. ``journal_size_limit`` cuts a WAL that a checkpoint
+    reset back to ``WAL_SIZE_LIMIT_BYTES`` (SQLite keeps the largest size seen).
+    """
+    conn.execute(f"pragma synchronous = {check_synchronous(synchronous)}")
+    conn.execute(f"pragma journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
+
+
+def open_checkpointer(path: str, uri: bool, synchronous: str) -> sqlite3.Connection:
     """A connection of the writer thread for housekeeping: checkpoints, statistics.
 
     ``timeout=0``: housekeeping never waits for a lock; it is retried later.
     """
-    return sqlite3.connect(path, uri=uri, timeout=0, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(path, uri=uri, timeout=0, isolation_level=None, check_same_thread=False)
+    try:
+        set_durability(conn, synchronous)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
-def checkpoint(conn: sqlite3.Connection) -> None:
-    """Copy committed WAL frames into the database without blocking anyone.
+def checkpoint(conn: sqlite3.Connection, restart_frames: int) -> None:
+    """Copy committed WAL frames into the database; restart a WAL that grew too long.
 
-    PASSIVE never waits for readers or writers; what it cannot copy now the
-    next round will. Errors are ignored: a checkpoint is housekeeping.
+    PASSIVE never waits for readers or writers, but under a steady stream of
+    commits it never catches up either: new frames land while it copies, and
+    SQLite only rewinds the WAL to its start when a writer begins with every
+    frame copied. So once the WAL holds ``restart_frames`` frames, a RESTART
+    checkpoint holds new writers off (up to ``_RESTART_WAIT_MS``; they back off
+    and retry) until it has copied everything, and the next commit rewinds the
+    WAL, cut back to the size cap. This runs on the writer thread, never on an
+    event loop. Errors are ignored: a checkpoint is housekeeping.
     """
     with contextlib.suppress(sqlite3.Error):
-        conn.execute("pragma wal_checkpoint(passive)").fetchall()
+        row = conn.execute("pragma wal_checkpoint(passive)").fetchone()
+        if row is None or row[1] < restart_frames:
+            return
+        conn.execute(f"pragma busy_timeout = {_RESTART_WAIT_MS}")
+        try:
+            conn.execute("pragma wal_checkpoint(restart)").fetchall()
+        finally:
+            conn.execute("pragma busy_timeout = 0")
 
 
-def open_reader(path: str, *, uri: bool) -> sqlite3.Connection:
+def open_reader(path: str, *, uri: bool, synchronous: str) -> sqlite3.Connection:
     """A second connection for reads on the event-loop thread (WAL readers never block).
 
     ``busy_timeout`` 0: a read that would wait falls back to the writer thread.
-    ``query_only`` makes a stray write through it impossible.
+    ``query_only`` makes a stray write through it impossible; it still gets the
+    store's durability, since the last connection to close checkpoints the WAL.
     """
     reader = sqlite3.connect(path, uri=uri, isolation_level=None, check_same_thread=False)
     try:
+        set_durability(reader, synchronous)
         reader.execute("pragma busy_timeout = 0")
         reader.execute("pragma foreign_keys = on")
         reader.execute("pragma query_only = on")

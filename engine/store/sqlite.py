@@ -2,7 +2,15 @@
 
 Where the work runs:
 
-* **Inline, on the caller's event loop.** After the open sequence the writer
+* **Every call gives the loop a turn** (``_yield_loop``): an inline operation
+  ends with ``asyncio.sleep(0)``, so a task looping on store calls never
+  starves timers, heartbeats or other tasks' commits.
+* **A COMMIT that fsyncs runs on aiosqlite's thread.** Under
+  ``synchronous=FULL`` (the default) group-commit batches, keyed
+  transactions, claims and a claim session's COMMIT run there, the thread
+  letting go of the connection when done; the loop only waits for the answer.
+* **Inline, on the caller's event loop** (the rest, and all of it under NORMAL).
+  After the open sequence the writer
   connection's ``busy_timeout`` is 0, so SQLite never waits on a lock: a
   statement does its own work (an uncontended WAL commit is ~0.1 ms, cheaper
   than one hop to a thread, PERF-NOTES.md) or returns SQLITE_BUSY at once. So
@@ -27,9 +35,13 @@ Where the work runs:
   WAL checkpoints (the writer's automatic checkpoint would fsync inside an
   inline commit) and planner statistics.
 
-Durability: WAL with ``synchronous=NORMAL`` — a COMMIT is in the WAL before any
-caller is answered, so every acknowledged write survives a crash of the
-process; only an OS crash or power loss may lose the last transactions.
+Durability: WAL with ``synchronous=FULL`` by default, as the cairnq SDKs run —
+the WAL is fsynced before any caller is answered, so every acknowledged write
+survives a crash of the process, of the OS, or a power loss. Group commit makes
+concurrent writers share that fsync. ``synchronous="normal"`` is an opt-in that
+skips it: a process crash still loses nothing, an OS crash or power loss may
+drop the last acknowledged commits. The WAL stays bounded: checkpoints run on
+the writer thread, restarting a WAL that passed ``WAL_RESTART_FRAMES``.
 """
 
 from __future__ import annotations
@@ -45,7 +57,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 import aiosqlite
 
@@ -67,10 +79,15 @@ from engine.store._sqlite_group import GroupCommit, backoff
 
 T = TypeVar("T")
 R = TypeVar("R")
+#: ``SQLiteStore(synchronous=...)``: how durable an acknowledged commit is.
+Synchronous = Literal["full", "normal"]
 
 _STATISTICS_EVERY_S = 60.0
 #: Write transactions between two WAL checkpoints (see SQLiteStore._wrote).
 _CHECKPOINT_EVERY = 32
+#: WAL frames (pages; 4 KiB by default) past which a checkpoint restarts the
+#: WAL instead of only copying it (``_sqlite_sync.checkpoint``): ~8 MiB.
+WAL_RESTART_FRAMES = 2048
 
 
 def _sql(name: str) -> str:
@@ -78,6 +95,18 @@ def _sql(name: str) -> str:
 
 
 _TASK_WIDTH = len(TASK_COLUMNS)
+
+
+async def _yield_loop() -> None:
+    """Give the event loop one turn after an operation that ran inline.
+
+    An inline read or transaction finishes without awaiting anything, so a task
+    looping on store calls would otherwise never let timers, heartbeats or
+    other tasks' commits (a group-commit flush, a claim session between draws)
+    run. One ``sleep(0)`` costs ~15 µs; a hop to aiosqlite's thread ~100 µs
+    more (measured; bench/README.md).
+    """
+    await asyncio.sleep(0)
 
 
 def _is_memory(path: str) -> bool:
@@ -119,6 +148,15 @@ class SQLiteStore(TaskStore):
             raises ``StoreUnavailable``.
         migrate: apply missing migrations on connect; when False, a database
             without the cairnq tables raises ``StoreUnavailable``.
+        synchronous: ``"full"`` (the default, as the cairnq SDKs run): every
+            acknowledged commit is fsynced and survives an OS crash or power
+            loss. ``"normal"`` is an opt-in trade: commits skip the fsync (several
+            times faster one at a time), a crash of the process still loses
+            nothing, but an OS crash or power loss can drop the last
+            acknowledged commits.
+
+    Raises:
+        ValueError: a bad ``busy_timeout_ms`` or ``synchronous`` (nothing is opened).
     """
 
     dialect = "sqlite"
@@ -130,10 +168,15 @@ class SQLiteStore(TaskStore):
         busy_timeout_ms: int = 5_000,
         read_only: bool = False,
         migrate: bool = True,
+        synchronous: Synchronous = "full",
     ) -> None:
         self._path = os.fspath(path)
         _rules.integer(busy_timeout_ms, "busy_timeout_ms", minimum=0)
+        self._synchronous = sync.check_synchronous(synchronous)
         self._memory = _is_memory(self._path)
+        # A COMMIT that fsyncs (FULL, on a file) runs on the writer thread, not
+        # inline: a millisecond or more of disk wait must not hold the loop.
+        self._offload = self._synchronous == "full" and not self._memory
         self._uri = self._path.startswith("file:")
         if self._memory:
             # Each in-memory handle is its own database: a unique identity keeps
@@ -168,6 +211,7 @@ class SQLiteStore(TaskStore):
         self._post: Callable[[Callable[[], None]], None] | None = None
         self._checkpointer: sqlite3.Connection | None = None
         self._writes = 0
+        self._checkpoint_queued = False
         self._group: GroupCommit | None = None
         self._inflight = 0
         self._idle = asyncio.Event()
@@ -184,6 +228,11 @@ class SQLiteStore(TaskStore):
     def target(self) -> str:
         """The database path as given."""
         return self._path
+
+    @property
+    def synchronous(self) -> Synchronous:
+        """``"full"`` or ``"normal"``: the durability every connection runs with."""
+        return cast(Synchronous, self._synchronous)
 
     @property
     def read_only(self) -> bool:
@@ -260,23 +309,26 @@ class SQLiteStore(TaskStore):
                     read_only=self._read_only,
                     migrate=self._migrate,
                     busy_timeout_ms=self._busy_timeout_ms,
+                    synchronous=self._synchronous,
                     migrations=migrations("sqlite"),
                     protocol_version_sql=_sql("protocol_version"),
                 ),
             )
             if not self._memory:
-                self._reader = sync.open_reader(location, uri=uri)
+                self._reader = sync.open_reader(location, uri=uri, synchronous=self._synchronous)
                 self._reader_at = (location, uri)
                 if not self._read_only:
                     self._checkpointer = await self._on_thread(
-                        conn, sync.open_checkpointer, location, uri
+                        conn, sync.open_checkpointer, location, uri, self._synchronous
                     )
         except BaseException:
             await conn.close()
             raise
         self._next_statistics = time.monotonic() + _STATISTICS_EVERY_S
         self._post = self._poster(conn)
-        self._group = GroupCommit(raw, self._owner, self._post, self._locked_error, self._wrote)
+        self._group = GroupCommit(
+            raw, self._owner, self._post, self._locked_error, self._wrote, inline=not self._offload
+        )
         self._conn, self._raw = conn, raw
 
     async def close(self) -> None:
@@ -361,33 +413,50 @@ class SQLiteStore(TaskStore):
             async with self._session_lock:
                 pass
 
-    async def _retrying(self, fn: Callable[..., R], *args: Any) -> R:
-        """Run ``fn(raw, *args)`` inline on the writer connection, backing off on ``Busy``.
+    async def _retrying(self, fn: Callable[..., R], *args: Any, commits: bool = True) -> R:
+        """Run ``fn(raw, *args)`` on the writer connection, backing off on ``Busy``.
 
         Inline is safe because the writer's ``busy_timeout`` is 0: SQLite never
         waits here, it only does its own work (~0.1 ms for a transaction), and a
         lock held elsewhere comes back as ``sync.Busy`` at once, to be waited out
-        by ``asyncio.sleep``. ``fn`` starts and ends with no transaction open and
-        raises ``Busy`` only when nothing was done (a bare statement or a BEGIN
-        was refused). Raises ``sqlite3.OperationalError`` once the budget is spent.
+        by ``asyncio.sleep``. A ``fn`` that ``commits`` under ``synchronous=FULL``
+        runs on the writer thread instead (its COMMIT waits for the disk). ``fn``
+        starts and ends with no transaction open and raises ``Busy`` only when
+        nothing was done (a bare statement or a BEGIN was refused). Raises
+        ``sqlite3.OperationalError`` once the budget is spent.
         """
-        _, raw = await self._ready()
+        conn, raw = await self._ready()
+        off_loop = commits and self._offload
         self._inflight += 1
         self._idle.clear()
         try:
             deadline = time.monotonic() + self._busy_timeout_ms / 1000
             attempt = 0
+            ran = False
             while True:
                 await self._session_free()
                 # Not owned: another thread's loop is flushing, or the writer
                 # thread is waiting out a lock for queued writes. Both are brief.
                 if self._owner.acquire(blocking=False):
-                    try:
-                        return fn(raw, *args)
-                    except sync.Busy:
-                        pass
-                    finally:
-                        self._release_owner()
+                    if off_loop:
+                        try:
+                            # The thread lets go of the connection itself, so a
+                            # cancelled caller cannot free it while it is in use.
+                            return await self._on_thread(conn, self._then_release, fn, raw, *args)
+                        except sync.Busy:
+                            pass
+                    else:
+                        try:
+                            result = fn(raw, *args)
+                        except sync.Busy:
+                            pass
+                        else:
+                            ran = True
+                        finally:
+                            self._release_owner()
+                        if ran:
+                            await _yield_loop()  # after letting go of the connection
+                            return result
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise self._locked_error()
@@ -397,6 +466,13 @@ class SQLiteStore(TaskStore):
             self._inflight -= 1
             if not self._inflight:
                 self._idle.set()
+
+    def _then_release(self, fn: Callable[..., R], *args: Any) -> R:
+        """On the writer thread: ``fn(*args)``, then let go of the connection."""
+        try:
+            return fn(*args)
+        finally:
+            self._release_owner()
 
     def _release_owner(self) -> None:
         self._owner.release()
@@ -409,15 +485,27 @@ class SQLiteStore(TaskStore):
 
         The writer's automatic checkpoint is off: it would run inside an inline
         commit and fsync on the event loop (measured: 1% of submits took 2.5 ms).
-        A passive checkpoint on a connection of the writer thread runs alongside
-        writers instead.
+        A checkpoint on a connection of the writer thread runs alongside writers
+        instead, one at a time: while a RESTART holds writers off, their drain
+        queues behind it, and more checkpoints queued there would only repeat it.
         """
         self._writes += 1
-        if self._writes < _CHECKPOINT_EVERY or self._checkpointer is None or self._post is None:
+        if (
+            self._writes < _CHECKPOINT_EVERY
+            or self._checkpoint_queued
+            or self._checkpointer is None
+            or self._post is None
+        ):
             return
         self._writes = 0
+        self._checkpoint_queued = True
         checkpointer = self._checkpointer
-        self._post(lambda: sync.checkpoint(checkpointer))
+
+        def run() -> None:
+            self._checkpoint_queued = False
+            sync.checkpoint(checkpointer, WAL_RESTART_FRAMES)
+
+        self._post(run)
 
     async def _fetch(self, sql: str, params: dict[str, Any]) -> sync.Rows:
         """A read: inline on the reader when it can answer at once, else on the writer."""
@@ -425,14 +513,18 @@ class SQLiteStore(TaskStore):
             await self._ready()
         reader = self._reader
         if reader is not None and self._reader_lock.acquire(blocking=False):
+            rows: sync.Rows | None = None
             try:
-                return reader.execute(sql, params).fetchall()
+                rows = reader.execute(sql, params).fetchall()
             except sqlite3.OperationalError as exc:
                 if not sync.is_busy(exc):
                     raise
             finally:
                 self._reader_lock.release()
-        return await self._retrying(sync.fetch, sql, params)
+            if rows is not None:
+                await _yield_loop()
+                return rows
+        return await self._retrying(sync.fetch, sql, params, commits=False)
 
     async def _write(self, sql: str, params: dict[str, Any]) -> tuple[int, sync.Rows]:
         """A single-statement write through group commit; ``(now_ms, rows)`` after COMMIT."""
@@ -567,7 +659,7 @@ class SQLiteStore(TaskStore):
             return await asyncio.get_running_loop().run_in_executor(
                 self._inspect_thread, self._inspect_read, sql, bound
             )
-        names, rows = await self._retrying(sync.fetch_described, sql, bound)
+        names, rows = await self._retrying(sync.fetch_described, sql, bound, commits=False)
         return [dict(zip(names, row, strict=True)) for row in rows]
 
     def _inspect_read(self, sql: str, params: dict[str, Any]) -> builtins.list[dict[str, Any]]:
@@ -575,7 +667,9 @@ class SQLiteStore(TaskStore):
         if self._inspect_reader is None:
             assert self._reader_at is not None
             location, uri = self._reader_at
-            self._inspect_reader = sync.open_reader(location, uri=uri)
+            self._inspect_reader = sync.open_reader(
+                location, uri=uri, synchronous=self._synchronous
+            )
             # Off the loop a read may wait out a checkpoint or WAL recovery.
             self._inspect_reader.execute(f"pragma busy_timeout = {int(self._busy_timeout_ms)}")
         cursor = self._inspect_reader.execute(sql, params)
@@ -734,11 +828,11 @@ class SQLiteStore(TaskStore):
         self._check_writable("claim_session")
         if not await self._probe(queues, names):
             return None
-        _, raw = await self._ready()
+        conn, raw = await self._ready()
         self._inflight += 1
         self._idle.clear()
         try:
-            return await self._run_session(raw, queues, worker_id, lease_ms, plan)
+            return await self._run_session(conn, raw, queues, worker_id, lease_ms, plan)
         finally:
             self._inflight -= 1
             if not self._inflight:
@@ -746,6 +840,7 @@ class SQLiteStore(TaskStore):
 
     async def _run_session(
         self,
+        conn: aiosqlite.Connection,
         raw: sqlite3.Connection,
         queues: builtins.list[str],
         worker_id: str,
@@ -786,16 +881,27 @@ class SQLiteStore(TaskStore):
             return in_claim_order(_task(r) for r in sync.run(raw, sql, params))
 
         try:
-            value = await plan(draw)
-            sync.commit(raw)  # rolls back by itself if the COMMIT fails
-        except BaseException:
-            # Even a cancelled session leaves no transaction open.
-            sync.rollback(raw)
-            raise
+            try:
+                value = await plan(draw)
+            except BaseException:
+                # Even a cancelled session leaves no transaction open.
+                sync.rollback(raw)
+                self._release_owner()
+                raise
+            # sync.commit rolls back by itself if the COMMIT fails.
+            if self._offload:
+                # A COMMIT that fsyncs waits on the writer thread, which lets go
+                # of the connection after it even if this caller is cancelled.
+                await self._on_thread(conn, self._then_release, sync.commit, raw)
+            else:
+                try:
+                    sync.commit(raw)
+                finally:
+                    self._release_owner()
         finally:
-            self._release_owner()
             self._end_session()
         self._announce_recovered(recovered)
+        await _yield_loop()
         return value
 
     def _end_session(self) -> None:

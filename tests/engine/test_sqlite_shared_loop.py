@@ -1,0 +1,126 @@
+"""SQLiteStore shares its event loop: every call gives the loop a turn.
+
+SQLite work runs inline on the caller's loop (cheaper than a thread hop), so a
+task looping on store calls must still let timers, other tasks' commits and a
+claim session that awaits between draws make progress. Timing is judged by
+ratios against the same loop left idle, never by wall-clock limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import CairnQ, SQLiteStore, Task
+
+TICK_S = 0.01
+LOOP_S = 0.5
+
+
+@pytest.fixture
+async def store(sqlite_path: Path) -> AsyncIterator[SQLiteStore]:
+    s = SQLiteStore(sqlite_path)
+    await s.connect()
+    yield s
+    await s.close()
+
+
+async def ticks_while(body: Callable[[], Awaitable[Any]]) -> int:
+    """How often a 10 ms ticker ran while ``body`` was called in a loop for 0.5 s."""
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(TICK_S)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    start = time.monotonic()
+    while time.monotonic() - start < LOOP_S:
+        await body()
+    task.cancel()
+    return ticks
+
+
+async def _idle() -> None:
+    await asyncio.sleep(0)
+
+
+OPERATIONS: dict[str, Callable[[SQLiteStore], Awaitable[Any]]] = {
+    "get": lambda s: s.get("absent"),
+    "get_by_key": lambda s: s.get_by_key("absent"),
+    "get_status": lambda s: s.get_status("absent"),
+    "list": lambda s: s.list(limit=5),
+    "stats": lambda s: s.stats(),
+    "claim (nothing queued)": lambda s: s.claim(queues=["empty"], worker_id="w"),
+    "keyed submit (existing key)": lambda s: s.submit(name="k", key="k"),
+    "cancel_by_key": lambda s: s.cancel_by_key("absent"),
+    "submit": lambda s: s.submit(name="plain"),
+}
+
+
+@pytest.mark.parametrize("operation", list(OPERATIONS))
+async def test_a_loop_of_store_calls_lets_a_ticker_run(store: SQLiteStore, operation: str) -> None:
+    call = OPERATIONS[operation]
+    baseline = await ticks_while(_idle)
+    ticks = await ticks_while(lambda: call(store))
+    # The issue's bar: 40 of 50 ticks. Relative to the idle loop's own count,
+    # so a loaded machine's slow timers do not fail it.
+    assert ticks >= 0.8 * baseline, (operation, ticks, baseline)
+
+
+async def test_the_issue_example_through_the_client(sqlite_path: Path) -> None:
+    client = CairnQ.sqlite(str(sqlite_path))
+    await client.connect()
+    try:
+        baseline = await ticks_while(_idle)
+        ticks = await ticks_while(lambda: client.get("absent"))
+    finally:
+        await client.close()
+    assert ticks >= 0.8 * baseline, (ticks, baseline)
+
+
+async def test_commits_and_a_held_write_lock_progress_while_a_task_loops_on_reads(
+    store: SQLiteStore, sqlite_path: Path
+) -> None:
+    await store.submit(name="job")
+    await store.submit(name="job")
+
+    async def plan(draw: Any) -> list[Task]:
+        first = await draw(None, 1)
+        # The session holds the write lock across this await: only a loop that
+        # gets its turns back lets it reach the COMMIT that releases it.
+        await asyncio.sleep(TICK_S)
+        return first + await draw(None, 1)
+
+    async def writer() -> int:
+        return len([await store.submit(name="other", payload={"i": i}) for i in range(20)])
+
+    session = asyncio.create_task(
+        store.claim_session(queues=["default"], worker_id="w", names=None, plan=plan)
+    )
+    writes = asyncio.create_task(writer())
+    # A generous bound: without turns for the other tasks this loops until it.
+    deadline = time.monotonic() + 20
+    reads = 0
+    while not (session.done() and writes.done()) and time.monotonic() < deadline:
+        await store.get("absent")
+        reads += 1
+    assert session.done() and writes.done(), "other tasks made no progress during the reads"
+    assert len(await session or []) == 2
+    assert await writes == 20
+    # The session's lock is released: another connection commits without waiting.
+    other = sqlite3.connect(sqlite_path, timeout=0, isolation_level=None)
+    try:
+        other.execute("insert into cairnq_meta (key, value) values ('probe', 'x')")
+    finally:
+        other.close()
+    assert reads > 0
