@@ -9,14 +9,13 @@ Where the work runs:
   ``synchronous=FULL`` (the default) group-commit batches, keyed
   transactions, claims and a claim session's COMMIT run there, the thread
   letting go of the connection when done; the loop only waits for the answer.
-* **Inline, on the caller's event loop** (the rest, and all of it under NORMAL).
-  After the open sequence the writer
-  connection's ``busy_timeout`` is 0, so SQLite never waits on a lock: a
-  statement does its own work (an uncontended WAL commit is ~0.1 ms, cheaper
-  than one hop to a thread, PERF-NOTES.md) or returns SQLITE_BUSY at once. So
-  whole operations — a keyed submit's transaction, a claim with its recovery,
-  a claim session's draws, a group-commit batch — run inline, and a busy
-  database is waited out with ``asyncio.sleep`` (1 ms doubling to 50 ms,
+* **Inline, on the caller's event loop** (the rest; all of it under NORMAL).
+  After the open sequence the writer connection's ``busy_timeout`` is 0, so
+  SQLite never waits on a lock: a statement does its own work (a WAL commit
+  without fsync is ~0.03 ms, cheaper than one hop to a thread, PERF-NOTES.md)
+  or returns SQLITE_BUSY at once. So reads, a claim session's draws and, under
+  NORMAL, whole write transactions and group-commit batches run inline; a busy
+  database is waited out with ``asyncio.sleep`` (1 ms doubling to 10 ms,
   jittered) until the caller's ``busy_timeout_ms`` budget is spent, then
   ``sqlite3.OperationalError`` ("database is locked"). A threading lock
   (``_owner``) gives the writer connection to one user at a time.
