@@ -3,13 +3,18 @@
 Run from the repository root::
 
     python bench/store_bench.py [--dialect sqlite|postgres|both] [--n N]
+                                [--synchronous full|normal] [--wal-submits N]
 
 Each side gets its own fresh database (on SQLite: its own new file) and the
 rows run in one process, one side after the other, with the engine and cairnq
 alternating which goes first per row so neither always gets the warmer cache.
 Both sides are driven through their store-level API (what workers use), so the
 figures compare storage paths, not client wrappers. Output: one table per
-dialect with operations per second for each side and the ratio engine/cairnq.
+dialect with operations per second for each side and the ratio engine/cairnq,
+headed by the durability each side ran with (on SQLite cairnq runs its default,
+``synchronous=FULL``; the engine runs ``--synchronous``, default full too). On
+SQLite a last line gives each side's WAL size after ``--wal-submits`` (10,000)
+serial submits.
 """
 
 from __future__ import annotations
@@ -33,6 +38,18 @@ GATHER = 64
 #: ``open_pair(workdir)`` yields ``{"cairnq": store, "engine": store}``, both connected.
 OpenPair = Callable[[Path], contextlib.AbstractAsyncContextManager[dict[str, Any]]]
 
+#: The engine's SQLite durability for this run (``--synchronous``).
+SYNCHRONOUS = "full"
+#: What each side promises about an acknowledged write, per dialect.
+DURABILITY = {
+    "sqlite": lambda: (
+        "cairnq synchronous=FULL (SDK default), "
+        f"engine synchronous={SYNCHRONOUS.upper()}"
+        + ("" if SYNCHRONOUS == "full" else " (an OS crash may drop acknowledged commits)")
+    ),
+    "postgres": lambda: "both sides: the server's synchronous_commit, one WAL flush per COMMIT",
+}
+
 
 @contextlib.asynccontextmanager
 async def sqlite_pair(workdir: Path) -> AsyncIterator[dict[str, Any]]:
@@ -42,7 +59,7 @@ async def sqlite_pair(workdir: Path) -> AsyncIterator[dict[str, Any]]:
     from engine import SQLiteStore
 
     peer = cairnq.CairnQ.sqlite(str(workdir / "cairnq.db"))
-    ours = SQLiteStore(workdir / "engine.db")
+    ours = SQLiteStore(workdir / "engine.db", synchronous=SYNCHRONOUS)  # type: ignore[arg-type]
     await peer.connect()
     await ours.connect()
     try:
@@ -270,9 +287,29 @@ async def postgres_floor(n: int) -> list[tuple[str, float]]:
     return out
 
 
+async def wal_after_serial_submits(submits: int) -> dict[str, tuple[int, int]]:
+    """Each side's ``(WAL bytes, database bytes)`` after ``submits`` serial submits.
+
+    A WAL that checkpoints never catch up with grows without bound under
+    sustained writes (it stays at its largest size until reset), so this is
+    the size left on disk, read while the store is still open.
+    """
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="store-bench-wal-") as tmp:
+        async with sqlite_pair(Path(tmp)) as stores:
+            for side in ("cairnq", "engine"):
+                for i in range(submits):
+                    await stores[side].submit(name="bench", payload={"i": i})
+                db = Path(tmp) / f"{side}.db"
+                wal = Path(f"{db}-wal")
+                out[side] = (wal.stat().st_size if wal.exists() else 0, db.stat().st_size)
+    return out
+
+
 def print_table(dialect: str, n: int, results: list[tuple[str, float, float]]) -> None:
     width = max(len(label) for label, _, _ in results)
     print(f"\n{dialect} (n={n}; ops/s, higher is better)")
+    print(f"durability: {DURABILITY[dialect]()}")
     print(f"{'row':<{width}}  {'cairnq':>10}  {'engine':>10}  {'ratio':>6}")
     for label, peer, ours in results:
         print(f"{label:<{width}}  {peer:>10,.0f}  {ours:>10,.0f}  {ours / peer:>5.1f}x")
@@ -282,10 +319,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dialect", choices=["sqlite", "postgres", "both"], default="sqlite")
     parser.add_argument("--n", type=int, default=2_000, help="operations per row (default 2000)")
+    parser.add_argument(
+        "--synchronous",
+        choices=["full", "normal"],
+        default="full",
+        help="the engine's SQLite durability (default full, as cairnq)",
+    )
+    parser.add_argument(
+        "--wal-submits",
+        type=int,
+        default=10_000,
+        help="serial submits before reading each side's WAL size (SQLite; 0 skips)",
+    )
     args = parser.parse_args()
+    global SYNCHRONOUS
+    SYNCHRONOUS = args.synchronous
     dialects = ["sqlite", "postgres"] if args.dialect == "both" else [args.dialect]
     for dialect in dialects:
         print_table(dialect, args.n, asyncio.run(run_dialect(dialect, args.n)))
+        if dialect == "sqlite" and args.wal_submits > 0:
+            sizes = asyncio.run(wal_after_serial_submits(args.wal_submits))
+            print(f"WAL after {args.wal_submits:,} serial submits (MB, WAL / database):")
+            for side, (wal, db) in sizes.items():
+                print(f"  {side:<8} {wal / 1e6:8.1f} / {db / 1e6:.1f}")
         if dialect == "postgres":
             print("floor: the engine's statements alone, bare psycopg, one connection (ops/s)")
             for label, rate in asyncio.run(postgres_floor(args.n)):

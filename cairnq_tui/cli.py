@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from cairnq_tui import __version__
 from cairnq_tui.config import ConfigError, apply_to_args, settings_fields
@@ -78,6 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_float,
         metavar="SECONDS",
         help="refresh interval (default 1)",
+    )
+    launch.add_argument(
+        "--synchronous",
+        choices=["full", "normal"],
+        help="SQLite durability of the console's writes and hosted workers: full (default, "
+        "every commit fsynced) or normal (faster; an OS crash or power loss can drop "
+        "acknowledged commits)",
     )
     launch.add_argument("--theme", help="Textual theme name (e.g. textual-dark, nord)")
     launch.add_argument(
@@ -179,8 +186,11 @@ def launch(args: argparse.Namespace) -> int:
         return EXIT_BAD_TARGET
     try:
         target = args.resolved or parse_target(args.target, args.schema)
+        if target.is_postgres and args.synchronous is not None:
+            raise TargetError("--synchronous applies to SQLite targets only")
+        synchronous: Literal["full", "normal"] = args.synchronous or "full"
         notice = asyncio.run(check_target(target, read_only=args.read_only))
-        store = make_store(target, read_only=args.read_only)
+        store = make_store(target, read_only=args.read_only, synchronous=synchronous)
     except TargetError as exc:
         print(f"cairnq-tui: {exc}", file=sys.stderr)
         return EXIT_BAD_TARGET
@@ -207,7 +217,7 @@ def launch(args: argparse.Namespace) -> int:
         try:
             host = WorkerHost(
                 args.workers,
-                make_store=partial(make_store, target, read_only=False),
+                make_store=partial(make_store, target, read_only=False, synchronous=synchronous),
                 target_text=target.raw,
                 reference=store,
             )

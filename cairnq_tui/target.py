@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 from engine import (
     CairnQError,
@@ -70,14 +71,20 @@ def parse_target(raw: str | None, schema: str | None = None) -> Target:
     return Target(value, "sqlite", value)
 
 
-def make_store(target: Target, *, read_only: bool) -> TaskStore:
+def make_store(
+    target: Target, *, read_only: bool, synchronous: Literal["full", "normal"] = "full"
+) -> TaskStore:
     """An unconnected store for the target (after ``check_target`` accepted it).
+
+    ``synchronous`` is the SQLite durability (``launch --synchronous``).
 
     Raises:
         TargetError: the DSN or schema name is malformed.
     """
     if not target.is_postgres:
-        return SQLiteStore(target.raw, read_only=read_only, migrate=not read_only)
+        return SQLiteStore(
+            target.raw, read_only=read_only, migrate=not read_only, synchronous=synchronous
+        )
     try:
         return PostgresStore(
             target.raw, schema=target.schema, read_only=read_only, migrate=False, max_size=4

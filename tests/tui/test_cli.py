@@ -17,7 +17,7 @@ import pytest
 
 from cairnq_tui import __version__
 from cairnq_tui.cli import main
-from cairnq_tui.target import check_target, parse_target
+from cairnq_tui.target import check_target, make_store, parse_target
 from engine import PostgresStore
 from engine.store import redact_dsn
 
@@ -178,3 +178,16 @@ def test_depth_limits_parse() -> None:
     assert dict(args.max_depth) == {"emails": 100, "*": 5}
     with pytest.raises(SystemExit):
         build_parser().parse_args(["launch", "--max-depth", "emails=0"])
+
+
+def test_synchronous_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = parse_target(str(tmp_path / "a.db"))
+    assert make_store(target, read_only=False).synchronous == "full"  # type: ignore[attr-defined]
+    chosen = make_store(target, read_only=False, synchronous="normal")
+    assert chosen.synchronous == "normal"  # type: ignore[attr-defined]
+    code, err = run(capsys, "postgresql://u@127.0.0.1:1/x", "--synchronous", "normal")
+    assert code == 2 and "--synchronous applies to SQLite targets only" in err
+    with pytest.raises(SystemExit) as exc:
+        main(["launch", str(tmp_path / "a.db"), "--synchronous", "off"])
+    assert exc.value.code == 2
+    assert not (tmp_path / "a.db").exists()
