@@ -268,6 +268,10 @@ def main() -> int:
     build(path, args.tasks, rebuild=args.rebuild)
     results = asyncio.run(measure(path, args.tasks))
     print(f"console benchmark: {args.tasks:,} tasks, {len(QUEUES)} queues, {len(NAMES)} names")
+    print(
+        "durability: bulk fill synchronous=OFF (setup, untimed); "
+        "the console's store synchronous=FULL (the default)"
+    )
     failed = False
     for key, (label, target, unit) in TARGETS.items():
         value = results[key]

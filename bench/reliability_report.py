@@ -68,7 +68,10 @@ def scenario_2(tasks: int, root: Path) -> dict[str, Any]:
         submitter_args=["--fail-every", "10"],
         timeout_s=900,
     )
-    load = f"{tasks:,} submits (1/4 keyed), 4 workers + 2 submitters, one SQLite file"
+    load = (
+        f"{tasks:,} submits (1/4 keyed), 4 workers + 2 submitters, one SQLite file "
+        "(synchronous=FULL, each implementation's default)"
+    )
     return row("2 SQLite fleet", load, "1 in 10 tasks fails once", result)
 
 

@@ -311,7 +311,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"databases and ledgers kept in {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
-    report = {"minutes": args.minutes, "kill_every_s": args.kill_every, "results": results}
+    report = {
+        "minutes": args.minutes,
+        "kill_every_s": args.kill_every,
+        "durability": "SQLite: synchronous=FULL (the engine's default); Postgres: server default",
+        "results": results,
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))

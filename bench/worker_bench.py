@@ -195,6 +195,10 @@ async def run_row(
 async def bench_dialect(dialect: str, dsn: str, tasks: int, calls: int, peer_calls: int) -> None:
     workdir = tempfile.mkdtemp(prefix="worker_bench_")
     print(f"\n== {dialect} ==  (engine vs cairnq {cairnq.__version__})")
+    if dialect == "sqlite":
+        print("durability: both sides synchronous=FULL (each one's default)")
+    else:
+        print("durability: both sides one WAL flush per COMMIT (the server's default)")
     print(f"{'row':44} {'engine':>12} {'cairnq':>12} {'ratio':>8}")
     for label, batch in ((f"drain {tasks} no-op, concurrency 8 (tasks/s)", None),
                          (f"drain {tasks} no-op, batch=64 (tasks/s)", BATCH)):  # fmt: skip
