@@ -33,6 +33,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from store_bench import add_synchronous_option  # noqa: E402  (bench/ is the script's folder)
+
 
 async def _open(role: str, path: str, synchronous: str) -> tuple[Any, Any]:
     """``(handle to close, store)`` for one side."""
@@ -169,12 +171,7 @@ def main() -> None:
     parser.add_argument("--cairnq", type=int, default=1, help="cairnq processes (default 1)")
     parser.add_argument("--engine", type=int, default=2, help="engine processes (default 2)")
     parser.add_argument("--batch", type=int, default=16, help="submits per drain (default 16)")
-    parser.add_argument(
-        "--synchronous",
-        choices=["full", "normal"],
-        default="full",
-        help="the engine processes' durability (default full, as cairnq)",
-    )
+    add_synchronous_option(parser)
     parser.add_argument(
         "--gather",
         action="store_true",

@@ -315,16 +315,22 @@ def print_table(dialect: str, n: int, results: list[tuple[str, float, float]]) -
         print(f"{label:<{width}}  {peer:>10,.0f}  {ours:>10,.0f}  {ours / peer:>5.1f}x")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dialect", choices=["sqlite", "postgres", "both"], default="sqlite")
-    parser.add_argument("--n", type=int, default=2_000, help="operations per row (default 2000)")
+def add_synchronous_option(parser: argparse.ArgumentParser) -> None:
+    """``--synchronous full|normal``: the engine's SQLite durability (also fairness_bench)."""
     parser.add_argument(
         "--synchronous",
         choices=["full", "normal"],
         default="full",
-        help="the engine's SQLite durability (default full, as cairnq)",
+        help="the engine's SQLite durability (default full, as cairnq; normal: an OS "
+        "crash or power loss can drop acknowledged commits)",
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dialect", choices=["sqlite", "postgres", "both"], default="sqlite")
+    parser.add_argument("--n", type=int, default=2_000, help="operations per row (default 2000)")
+    add_synchronous_option(parser)
     parser.add_argument(
         "--wal-submits",
         type=int,

@@ -70,6 +70,17 @@ def sqlite_path(tmp_path: Path) -> Path:
     return tmp_path / "tasks.db"
 
 
+@pytest.fixture
+async def sqlite_store(sqlite_path: Path) -> AsyncIterator[Any]:
+    """A connected ``SQLiteStore`` on a new file (default durability), closed after."""
+    from engine import SQLiteStore
+
+    s = SQLiteStore(sqlite_path)
+    await s.connect()
+    yield s
+    await s.close()
+
+
 def needs_postgres(item: pytest.Item) -> bool:
     """Whether ``item`` runs on Postgres: it uses the server fixture, or it is the
     ``postgres`` case of a parametrisation (whose fixture may open the server itself)."""

@@ -75,11 +75,8 @@ async def child(sqlite_path: Path) -> AsyncIterator[Child]:
 
 
 @pytest.fixture
-async def store(sqlite_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = SQLiteStore(sqlite_path)
-    await s.connect()
-    yield s
-    await s.close()
+def store(sqlite_store: SQLiteStore) -> SQLiteStore:
+    return sqlite_store
 
 
 async def test_claim_wake_hears_another_process_submit(store: SQLiteStore, child: Child) -> None:

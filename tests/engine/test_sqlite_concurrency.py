@@ -7,7 +7,7 @@ import sqlite3
 import sys
 import textwrap
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +48,8 @@ LOCK_HOLDER_SCRIPT = textwrap.dedent(
 
 
 @pytest.fixture
-async def store(sqlite_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = SQLiteStore(sqlite_path)
-    await s.connect()
-    yield s
-    await s.close()
+def store(sqlite_store: SQLiteStore) -> SQLiteStore:
+    return sqlite_store
 
 
 def count(path: Path, sql: str = "select count(*) from cairnq_tasks") -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +25,8 @@ LOOP_S = 0.5
 
 
 @pytest.fixture
-async def store(sqlite_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = SQLiteStore(sqlite_path)
-    await s.connect()
-    yield s
-    await s.close()
+def store(sqlite_store: SQLiteStore) -> SQLiteStore:
+    return sqlite_store
 
 
 async def ticks_while(body: Callable[[], Awaitable[Any]], seconds: float) -> int:
