@@ -511,8 +511,9 @@ def checkpoint(conn: sqlite3.Connection, restart_frames: int) -> None:
     event loop. Errors are ignored: a checkpoint is housekeeping.
     """
     with contextlib.suppress(sqlite3.Error):
-        row = conn.execute("pragma wal_checkpoint(passive)").fetchone()
-        if row is None or row[1] < restart_frames:
+        # (busy, frames in the WAL, frames copied)
+        _busy, frames, _copied = conn.execute("pragma wal_checkpoint(passive)").fetchall()[0]
+        if frames < restart_frames:
             return
         conn.execute(f"pragma busy_timeout = {_RESTART_WAIT_MS}")
         try:
