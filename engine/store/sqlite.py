@@ -108,6 +108,10 @@ async def _yield_loop() -> None:
     await asyncio.sleep(0)
 
 
+def _forget() -> None:
+    """A no-op job for the writer thread (``SQLiteStore._poster`` says why)."""
+
+
 def _is_memory(path: str) -> bool:
     if path in ("", ":memory:"):
         return True
@@ -403,6 +407,11 @@ class SQLiteStore(TaskStore):
 
         def post(fn: Callable[[], None]) -> None:
             tx.put_nowait((None, fn))
+            # aiosqlite's worker holds the last job it ran until the next one
+            # arrives. A job that refers to this store (a drain, a COMMIT that
+            # lets go of the connection) would keep a store nobody closed, and
+            # so the non-daemon thread, alive forever: a no-op takes its place.
+            tx.put_nowait((None, _forget))
 
         return post
 
@@ -472,6 +481,8 @@ class SQLiteStore(TaskStore):
             return fn(*args)
         finally:
             self._release_owner()
+            if self._post is not None:
+                self._post(_forget)  # this job refers to the store: see _poster
 
     def _release_owner(self) -> None:
         self._owner.release()

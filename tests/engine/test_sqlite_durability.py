@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -149,3 +152,41 @@ async def test_wal_stays_bounded_and_checkpoints_run_off_the_loop(
     assert largest < WAL_BOUND, largest
     assert checkpoints, "no checkpoint ran"
     assert loop_thread not in checkpoints
+
+
+LEAKED_STORE_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, gc, sys, threading, time
+    from engine import SQLiteStore
+
+    async def main() -> None:
+        store = SQLiteStore(sys.argv[1])  # FULL: commits run on the store's thread
+        await store.connect()
+        await asyncio.gather(*(store.submit(name="n") for _ in range(20)))
+        await store.submit(name="k", key="k")
+        await store.claim(queues=["default"], worker_id="w", limit=5)
+        # never closed: dropped with the coroutine's frame
+
+    asyncio.run(main())
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        gc.collect()
+        if threading.active_count() == 1:
+            sys.exit(0)
+        time.sleep(0.05)
+    sys.exit(1)
+    """
+)
+
+
+def test_a_store_nobody_closed_does_not_keep_its_thread_alive(sqlite_path: Path) -> None:
+    """aiosqlite's thread is not a daemon: if the last job it ran still pointed
+    at the store, a store dropped without ``close()`` was never collected and
+    the interpreter never exited."""
+    result = subprocess.run(
+        [sys.executable, "-c", LEAKED_STORE_SCRIPT, str(sqlite_path)],
+        timeout=120,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
