@@ -6,7 +6,7 @@ the meantime (a ``gather`` of submits) joins it. The flush takes every write
 waiting and runs them (one bare, several in one ``BEGIN IMMEDIATE``;
 ``_sqlite_sync.run_batch``) **inline on the event loop**, answering callers
 after the COMMIT. Inline is what makes it fast: a thread hop costs more than an
-uncontended WAL commit (PERF-NOTES.md), and the writer's ``busy_timeout`` is 0,
+uncontended WAL commit (docs/engine.md, "Stores"), and the writer's ``busy_timeout`` is 0,
 so the loop never waits on a lock held elsewhere — it only does SQLite's own
 work, as an inline read does. Under ``synchronous=FULL`` a COMMIT also waits for
 an fsync, so there every flush goes to the writer thread's drain instead

@@ -3,7 +3,7 @@
 Every function here takes a stdlib ``sqlite3.Connection`` (opened in autocommit
 mode) and does one complete unit of work — a statement, a group-commit batch, a
 transaction, the open sequence — so the async side pays one thread round trip
-per unit instead of one per statement (PERF-NOTES.md). Nothing here touches the
+per unit instead of one per statement (docs/engine.md, "Stores"). Nothing here touches the
 event loop. A function either finishes with no transaction open or, for the
 multi-step claim session only, leaves exactly the one its caller will end.
 

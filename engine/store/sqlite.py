@@ -12,7 +12,7 @@ Where the work runs:
 * **Inline, on the caller's event loop** (the rest; all of it under NORMAL).
   After the open sequence the writer connection's ``busy_timeout`` is 0, so
   SQLite never waits on a lock: a statement does its own work (a WAL commit
-  without fsync is ~0.03 ms, cheaper than one hop to a thread, PERF-NOTES.md)
+  without fsync is ~0.03 ms, cheaper than one hop to a thread; docs/engine.md)
   or returns SQLITE_BUSY at once. So reads, a claim session's draws and, under
   NORMAL, whole write transactions and group-commit batches run inline; a busy
   database is waited out with ``asyncio.sleep`` (1 ms doubling to 10 ms,
@@ -375,7 +375,7 @@ class SQLiteStore(TaskStore):
         # aiosqlite.Connection._execute(fn, *args) runs a callable on the
         # connection's own thread. It is private but has been stable since
         # aiosqlite 0.11, and it is what lets a whole operation cost one round
-        # trip to that thread instead of one per statement (PERF-NOTES.md).
+        # trip to that thread instead of one per statement (docs/engine.md, "Stores").
         return cast(R, await cast(Any, conn)._execute(fn, *args))
 
     async def _ready(self) -> tuple[aiosqlite.Connection, sqlite3.Connection]:
