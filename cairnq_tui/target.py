@@ -124,6 +124,10 @@ def _check_sqlite_file(path: str, read_only: bool) -> str | None:
     if found.kind in ("missing", "empty"):
         if read_only:
             raise TargetError(f"{path} does not exist yet; --read-only cannot create it.")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            # A mistyped path must not become a tree of new folders.
+            raise TargetError(f"cannot create {path}: the folder {folder} does not exist.")
         notice = f"Created a new cairnq database at {os.path.abspath(path)}"
     return notice
 
