@@ -280,10 +280,15 @@ class Inspector:
     def _filter_params(self, flt: TaskFilter) -> dict[str, Any]:
         params: dict[str, Any] = {"status": flt.status, "queue": flt.queue, "name": flt.name}
         search = flt.active_search
-        if flt.search_kind == "id":
-            id_from, id_to = prefix_range(normalise_id_prefix(search)) if search else (None, None)
-            params.update(id_from=id_from, id_to=id_to)
-        elif flt.search_kind == "key" and search:
+        # Every statement that takes the id range gets it, open when there is no id
+        # search: an empty key or payload search is no search at all.
+        id_from, id_to = (
+            prefix_range(normalise_id_prefix(search))
+            if search and flt.search_kind == "id"
+            else (None, None)
+        )
+        params.update(id_from=id_from, id_to=id_to)
+        if flt.search_kind == "key" and search:
             params["key_from"], params["key_to"] = prefix_range(search)
         return params
 
