@@ -141,10 +141,13 @@ class ConsoleApp(App[None]):
         self.connect_store()
 
     def status_bar(self) -> StatusBar | None:
-        """The status bar of the main screen (None before it is composed)."""
+        """The status bar of the main screen (None before it is composed or after it is
+        torn down): everything that draws state goes through here, so a refresh, a
+        wakeup or a worker message landing at any moment never looks for a missing bar."""
         for screen in self.screen_stack:
             if isinstance(screen, MainScreen):
-                return screen.query_one(StatusBar)
+                found = screen.query(StatusBar)
+                return found.first() if found else None
         return None
 
     def compose(self) -> ComposeResult:

@@ -78,3 +78,69 @@ async def test_an_empty_key_or_payload_search_is_no_filter(
         assert view.table.row_keys() == ids and errors_shown(app) == []
         bar = app.status_bar()
         assert bar is not None and not bar.state.startswith("error")
+
+
+async def fire_everything(app: ConsoleApp, pilot: Any) -> None:
+    """Every refresh trigger and data message the console can receive, at once."""
+    from cairnq_tui.messages import DatabaseWoke, StoreConnected, TasksRefreshed
+    from engine import CappedCount, TaskPage
+
+    view = (
+        next(iter(app.screen_stack[1].query(TasksView)), None)
+        if len(app.screen_stack) > 1
+        else None
+    )
+    page = TaskPage(
+        rows=(), order="id", has_previous=False, has_next=False, total=CappedCount(0, 10)
+    )
+    for _ in range(3):
+        app.refresh_now(force=True)
+        app.post_message(DatabaseWoke("queued"))
+        app.post_message(
+            StoreConnected(meta={"protocol_version": "1"}, names=["job"], queues=["q1"])
+        )
+        if view is not None:
+            view.post_message(TasksRefreshed(1.0, view.generation, page))
+        app.action_refresh_now()
+        await pilot.pause(0.05)
+
+
+async def test_no_refresh_or_message_crashes_whatever_screen_is_up(tmp_path: Path) -> None:
+    from cairnq_tui.screens.help import HelpScreen
+    from cairnq_tui.screens.main import MainScreen
+    from cairnq_tui.widgets.status_bar import StatusBar
+
+    path = tmp_path / "t.db"
+    store = SQLiteStore(path)
+    await store.connect()
+    task = await store.submit(name="job", queue="q1")
+    await store.close()
+    target = parse_target(str(path))
+    app = ConsoleApp(make_store(target, read_only=False), Settings(target=target, refresh_s=0.05))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        for open_screen in (
+            lambda: app.push_screen(HelpScreen(read_only=False)),
+            app.action_submit,
+            app.action_purge,
+            lambda: app.controls.open_task(task.id),
+        ):
+            open_screen()
+            await pilot.pause(0.1)
+            assert not isinstance(app.screen, MainScreen)
+            await fire_everything(app, pilot)
+            assert app.is_running
+            while len(app.screen_stack) > 2:
+                app.pop_screen()
+            await pilot.pause(0.05)
+            if not isinstance(app.screen, MainScreen):
+                app.pop_screen()
+            await settle(pilot)
+        # The main screen without its status bar (as while it is composed or torn down).
+        main = app.screen
+        assert isinstance(main, MainScreen)
+        await main.query_one(StatusBar).remove()
+        await fire_everything(app, pilot)
+        await pilot.pause(0.2)
+        assert app.is_running and app.status_bar() is None
+    assert app.return_code in (None, 0)
