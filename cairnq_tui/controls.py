@@ -17,7 +17,7 @@ from cairnq_tui.screens.confirm import ConfirmScreen
 from cairnq_tui.screens.prompt import PromptScreen
 from cairnq_tui.screens.purge import PurgeRequest, PurgeScreen
 from cairnq_tui.screens.submit import SubmitRequest, SubmitScreen
-from engine import AlreadyExists, Task
+from engine import AlreadyExists, Task, TaskRef
 from engine.inspect import TaskFilter
 
 if TYPE_CHECKING:
@@ -77,10 +77,13 @@ class Controls:
         *,
         confirm_label: str,
         reset_option: bool = False,
+        back: Callable[[], None] | None = None,
     ) -> None:
         def done(answer: dict[str, Any] | None) -> None:
             if answer is not None:
                 run(answer)
+            elif back is not None:
+                back()
 
         self.app.push_screen(
             ConfirmScreen(title, lines, confirm_label=confirm_label, reset_option=reset_option),
@@ -338,6 +341,19 @@ class Controls:
     def _confirm_submit(self, request: SubmitRequest | None) -> None:
         if request is None:
             return
+        if request.key and request.conflict == "replace":
+            # Confirm against the task the key points at now, not when the form opened.
+            async def look_up() -> None:
+                current = await self.app.client.get_status_by_key(str(request.key))
+                self.app.call_later(self._show_submit_confirmation, request, current, True)
+
+            self._run(look_up, "lookup")
+            return
+        self._show_submit_confirmation(request, None, False)
+
+    def _show_submit_confirmation(
+        self, request: SubmitRequest, current: TaskRef | None, looked_up: bool
+    ) -> None:
         lines = [
             f"name {clean(request.name)!r} on queue {clean(request.queue)!r}",
             f"payload {clean(request.payload_preview())}",
@@ -346,16 +362,26 @@ class Controls:
         ]
         if request.key:
             lines.append(f"key {clean(request.key)!r}, conflict {request.conflict!r}")
-            if request.conflict == "replace" and request.replacing:
+        if looked_up:
+            if request.replacing and (current is None or current.id != request.replacing):
+                now = f"now points at {current.id} ({current.status})" if current else "is free now"
                 lines.append(
-                    f"{request.replacing} ({request.replacing_status}) is canceled if still live; "
+                    f"The key moved since this dialog opened: it {now}, "
+                    f"no longer at {request.replacing}."
+                )
+            if current is not None:
+                lines.append(
+                    f"{current.id} ({current.status}) is canceled if still live; "
                     "the key moves to the new task"
                 )
+            else:
+                lines.append("No task holds the key: the new task simply takes it")
         self._confirm(
             "Submit this task?",
             lines,
             lambda _: self._run(lambda: self._submit(request), "submit"),
             confirm_label="Submit",
+            back=lambda: self.submit(request),  # back to the filled form
         )
 
     async def _submit(self, request: SubmitRequest) -> None:
@@ -372,10 +398,13 @@ class Controls:
                 max_attempts=request.max_attempts,
             )
         except AlreadyExists:
+            holder = await self.app.client.get_status_by_key(str(request.key))
+            held = f"task {holder.id} ({holder.status})" if holder is not None else "a task"
             self._finish(
-                f"Rejected: key {request.key!r} already holds a task (AlreadyExists); "
+                f"Rejected (AlreadyExists): key {clean(request.key)!r} already holds {held}; "
                 "nothing written.",
                 "warning",
+                open_task=holder.id if holder is not None else None,
             )
             return
         if before is not None and before.id == task.id:

@@ -19,7 +19,8 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
 from cairnq_tui import keymap
-from cairnq_tui.formatting import clean, duration, parse_duration_ms
+from cairnq_tui.formatting import clean, parse_duration_ms
+from cairnq_tui.widgets.field import Field
 from engine import CONFLICTS
 
 
@@ -96,40 +97,56 @@ class SubmitScreen(ModalScreen[SubmitRequest | None]):
         title = f"Replace {p.replacing} (key {clean(p.key)!r})" if p.replacing else "Submit a task"
         with VerticalScroll(classes="dialog submit"):
             yield Label(Text(title, style="bold"), classes="dialog-title")
-            yield Input(
-                p.name,
-                placeholder="task name",
-                id="name",
-                suggester=SuggestFromList(self.names, case_sensitive=True),
+            yield Field(
+                "Task name (tab completes a known name)",
+                Input(
+                    p.name,
+                    placeholder="e.g. send_email",
+                    id="name",
+                    suggester=SuggestFromList(self.names, case_sensitive=True),
+                ),
             )
             yield Label("Payload (JSON)")
             yield TextArea(json.dumps(p.payload, indent=2, ensure_ascii=False), id="payload")
             yield Static("", id="payload-error", classes="error")
             with Horizontal(classes="row"):
-                yield Input(
-                    p.key or "", placeholder="key (optional)", id="key", disabled=bool(p.replacing)
+                yield Field(
+                    "Key (optional)",
+                    Input(p.key or "", placeholder="none", id="key", disabled=bool(p.replacing)),
                 )
-                yield Select(
-                    [(c, c) for c in CONFLICTS],
-                    value=p.conflict,
-                    allow_blank=False,
-                    id="conflict",
-                    disabled=bool(p.replacing),
+                yield Field(
+                    "If the key holds a task",
+                    Select(
+                        [(c, c) for c in CONFLICTS],
+                        value=p.conflict,
+                        allow_blank=False,
+                        id="conflict",
+                        disabled=bool(p.replacing),
+                    ),
                 )
             with Horizontal(classes="row"):
-                yield Input(
-                    p.queue,
-                    placeholder="queue",
-                    id="queue",
-                    suggester=SuggestFromList(self.queues, case_sensitive=True),
+                yield Field(
+                    "Queue",
+                    Input(
+                        p.queue,
+                        placeholder="default",
+                        id="queue",
+                        suggester=SuggestFromList(self.queues, case_sensitive=True),
+                    ),
                 )
-                yield Input(str(p.priority), placeholder="priority", id="priority")
-                yield Input(
-                    duration(p.delay_ms) if p.delay_ms else "0",
-                    placeholder="delay (e.g. 30s)",
-                    id="delay",
+                yield Field("Priority", Input(str(p.priority), placeholder="0", id="priority"))
+                yield Field(
+                    "Delay (e.g. 30s)",
+                    Input(
+                        f"{p.delay_ms / 1000:g}s" if p.delay_ms else "0",
+                        placeholder="0",
+                        id="delay",
+                    ),
                 )
-                yield Input(str(p.max_attempts), placeholder="max attempts", id="max_attempts")
+                yield Field(
+                    "Max attempts",
+                    Input(str(p.max_attempts), placeholder="3", id="max_attempts"),
+                )
             yield Static("", id="form-error", classes="error")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Submit…", variant="primary", id="submit")

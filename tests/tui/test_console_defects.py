@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from console_states import refreshed, settle
+from console_states import demo_app, refreshed, settle
 from textual.widgets import Input, Select
 
 from cairnq_tui.app import ConsoleApp, Settings
@@ -144,3 +144,152 @@ async def test_no_refresh_or_message_crashes_whatever_screen_is_up(tmp_path: Pat
         await pilot.pause(0.2)
         assert app.is_running and app.status_bar() is None
     assert app.return_code in (None, 0)
+
+
+# -- dialogs ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def db(demo_db: Path) -> AsyncIterator[SQLiteStore]:
+    """A second handle on the demo database: what another process would see."""
+    store = SQLiteStore(demo_db)
+    await store.connect()
+    yield store
+    await store.close()
+
+
+def dialog_body(app: ConsoleApp) -> str:
+    from textual.widgets import Static
+
+    from cairnq_tui.screens.confirm import ConfirmScreen
+
+    assert isinstance(app.screen, ConfirmScreen), app.screen
+    return str(app.screen.query_one(".dialog-body", Static).render())
+
+
+async def test_back_on_the_submit_confirmation_returns_to_the_filled_form(
+    demo_db: Path, db: SQLiteStore
+) -> None:
+    from textual.widgets import TextArea
+
+    from cairnq_tui.screens.submit import SubmitScreen
+
+    app = demo_app(demo_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("n")
+        await pilot.pause()
+        form = app.screen
+        assert isinstance(form, SubmitScreen)
+        form.query_one("#name", Input).value = "send_welcome"
+        form.query_one("#payload", TextArea).text = '{"user": "zoe"}'
+        form.query_one("#key", Input).value = "signup-zoe"
+        form.query_one("#priority", Input).value = "7"
+        form.query_one("#delay", Input).value = "90s"
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert "signup-zoe" in dialog_body(app)
+        await pilot.press("escape")  # Back
+        await settle(pilot)
+        again = app.screen
+        assert isinstance(again, SubmitScreen)
+        assert again.query_one("#name", Input).value == "send_welcome"
+        assert '"user": "zoe"' in again.query_one("#payload", TextArea).text
+        assert again.query_one("#key", Input).value == "signup-zoe"
+        assert again.query_one("#priority", Input).value == "7"
+        request = again.validate()
+        assert request is not None and request.delay_ms == 90_000
+        assert await db.get_by_key("signup-zoe") is None  # nothing written
+
+
+def unlabelled(screen: Any) -> list[str]:
+    """Ids of the inputs and selects of ``screen`` with no visible label of their own."""
+    from textual.widgets import Label
+
+    missing = []
+    for widget in [*screen.query(Input), *screen.query(Select)]:
+        labels = [w for w in widget.parent.children if isinstance(w, Label)]
+        if (
+            len(labels) != 1
+            or len(widget.parent.query(Input)) + len(widget.parent.query(Select)) != 1
+        ):
+            missing.append(widget.id)
+    return missing
+
+
+async def test_every_submit_and_purge_field_has_a_label(demo_db: Path, db: SQLiteStore) -> None:
+    from textual.widgets import Button, Static
+
+    from cairnq_tui.screens.purge import PurgeScreen
+
+    app = demo_app(demo_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("n")
+        await pilot.pause()
+        assert unlabelled(app.screen) == []
+        await pilot.press("escape")
+        await pilot.press("P")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, PurgeScreen)
+        assert unlabelled(screen) == []
+        screen.query_one("#older", Input).value = ""
+        await pilot.pause(0.2)
+        await screen.workers.wait_for_complete()
+        await pilot.pause()
+        said = str(screen.query_one("#preview", Static).render())
+        assert "Give a cutoff" in said and "0 means every terminal task" in said
+        assert screen.query_one("#purge", Button).disabled
+
+
+async def test_replace_confirms_against_the_keys_current_task(
+    demo_db: Path, db: SQLiteStore
+) -> None:
+    from cairnq_tui.screens.submit import SubmitScreen
+    from cairnq_tui.widgets.keys_view import KeysView
+
+    app = demo_app(demo_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("4")
+        await settle(pilot)
+        keys = app.screen.query_one(KeysView)
+        keys.table.move_cursor(row=keys.table.row_keys().index("signup-ada"))
+        await pilot.press("e")
+        await settle(pilot)
+        assert isinstance(app.screen, SubmitScreen)
+        old = app.screen.prefill.replacing
+        # Meanwhile another process replaces the task under the key.
+        moved = await db.submit(name="send_welcome", key="signup-ada", conflict="replace")
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        body = dialog_body(app)
+        assert "The key moved since this dialog opened" in body
+        assert f"{moved.id} (queued) is canceled if still live" in body
+        assert f"no longer at {old}" in body
+
+
+async def test_rejected_already_exists_names_the_task_holding_the_key(
+    demo_db: Path, db: SQLiteStore
+) -> None:
+    from textual.widgets import TextArea
+
+    app = demo_app(demo_db)
+    holder = await db.get_by_key("invoice-1001")
+    assert holder is not None
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("n")
+        await pilot.pause()
+        form = app.screen
+        form.query_one("#name", Input).value = "x"
+        form.query_one("#payload", TextArea).text = "{}"
+        form.query_one("#key", Input).value = "invoice-1001"
+        form.query_one("#conflict", Select).value = "reject"
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        await pilot.press("y")
+        await settle(pilot)
+        said = [n.message for n in app._notifications if "AlreadyExists" in n.message]
+        assert said and f"already holds task {holder.id} ({holder.status})" in said[0]
