@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
 from cairnq_tui import keymap
-from cairnq_tui.formatting import parse_duration_ms
+from cairnq_tui.formatting import parse_duration_ms, quoted
 from cairnq_tui.widgets.field import Field
 from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine.inspect import CappedCount, Inspector
@@ -33,7 +33,7 @@ class PurgeRequest:
 
     def describe(self) -> str:
         parts = [
-            f"{k}={v!r}"
+            f"{k}={quoted(v)}"
             for k, v in (("status", self.status), ("queue", self.queue), ("name", self.name))
             if v
         ]

@@ -19,7 +19,7 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
 from cairnq_tui import keymap
-from cairnq_tui.formatting import clean, parse_duration_ms
+from cairnq_tui.formatting import parse_duration_ms, quoted
 from cairnq_tui.widgets.field import Field
 from engine import CONFLICTS
 
@@ -94,7 +94,7 @@ class SubmitScreen(ModalScreen[SubmitRequest | None]):
 
     def compose(self) -> ComposeResult:
         p = self.prefill
-        title = f"Replace {p.replacing} (key {clean(p.key)!r})" if p.replacing else "Submit a task"
+        title = f"Replace {p.replacing} (key {quoted(p.key)})" if p.replacing else "Submit a task"
         with VerticalScroll(classes="dialog submit"):
             yield Label(Text(title, style="bold"), classes="dialog-title")
             yield Field(

@@ -18,7 +18,7 @@ from textual.containers import Vertical
 from textual.widgets import Input, Static
 
 from cairnq_tui import keymap
-from cairnq_tui.formatting import age, clean, duration, safe_text, status_text
+from cairnq_tui.formatting import age, duration, quoted, safe_text, status_text
 from cairnq_tui.messages import FollowUpdated, KeysRefreshed
 from cairnq_tui.widgets.keyed_table import KeyedTable
 from cairnq_tui.worker_errors import ForwardWorkerErrors
@@ -124,7 +124,7 @@ class KeysView(ForwardWorkerErrors, Vertical):
         self.table.sync(rows, sort_column="key")
         nav = [x for x, ok in (("[ previous", page.has_previous), ("] next", page.has_next)) if ok]
         info = f"{len(rows)} key(s)" + (
-            f" starting with {clean(self.prefix)!r}" if self.prefix else ""
+            f" starting with {quoted(self.prefix)}" if self.prefix else ""
         )
         self.query_one("#keys-info", Static).update(Text("  ·  ".join([info, *nav]), style="dim"))
         self.draw_follow()

@@ -293,3 +293,80 @@ async def test_rejected_already_exists_names_the_task_holding_the_key(
         await settle(pilot)
         said = [n.message for n in app._notifications if "AlreadyExists" in n.message]
         assert said and f"already holds task {holder.id} ({holder.status})" in said[0]
+
+
+# -- escapes ---------------------------------------------------------------------------
+
+HOSTILE = {
+    "esc": ("\x1b[31m", "\\x1b[31m"),
+    "zwsp": ("acct-1\u200b", "acct-1\\u200b"),
+    "bom": ("\ufeffbom", "\\ufeffbom"),
+    "rlo": ("invoice-\u202efdp.exe", "invoice-\\u202efdp.exe"),
+    "isolate": ("a\u2066b\u2069", "a\\u2066b\\u2069"),
+    "zwj": ("fam-\U0001f468\u200d\U0001f469", "fam-\U0001f468\\u200d\U0001f469"),
+    "vs16": ("love-\u2764\ufe0f", "love-\u2764\\ufe0f"),
+    "nbsp": ("a\u00a0b", "a\\xa0b"),
+}
+
+
+def test_one_escape_for_every_invisible_character() -> None:
+    from rich.cells import cell_len
+
+    from cairnq_tui.formatting import clean, safe_text
+
+    for raw, shown in HOSTILE.values():
+        assert clean(raw) == shown
+    assert clean("plain ✓ 日本 \U0001f600") == "plain ✓ 日本 \U0001f600"
+    assert clean("two\nlines\t") == "two⏎lines\\x09"
+    cut = safe_text("日本語のキー" * 5, limit=9)
+    assert cell_len(cut.plain) <= 9 and cut.plain.endswith("…")
+
+
+async def test_escapes_are_the_same_in_table_tree_detail_and_keys(tmp_path: Path) -> None:
+    from rich.cells import cell_len
+    from textual.widgets import Static
+
+    from cairnq_tui.screens.detail import TaskDetailScreen
+    from cairnq_tui.widgets.keys_view import KeysView
+
+    path = tmp_path / "t.db"
+    store = SQLiteStore(path)
+    await store.connect()
+    ids = {}
+    for label, (raw, _) in HOSTILE.items():
+        task = await store.submit(
+            name=f"n-{raw}", queue="q", payload={"text": raw, raw: 1}, key=f"k-{raw}"
+        )
+        ids[label] = task.id
+    await store.submit(name="plain", queue="q")
+    await store.close()
+    target = parse_target(str(path))
+    app = ConsoleApp(make_store(target, read_only=False), Settings(target=target, refresh_s=3600))
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        view = app.screen.query_one(TasksView)
+        table = view.table
+        for label, (_, shown) in HOSTILE.items():
+            cells = [str(c) for c in table.get_row(ids[label])]
+            assert cells[2] == f"n-{shown}" and cells[7].startswith("k-"), cells
+        # Every row's Queue column starts at the same cell, emoji or not.
+        starts = set()
+        for y in range(len(table.row_keys())):
+            line = table.render_line(y + 1).text
+            starts.add(cell_len(line[: line.index(" q ")]))
+        assert len(starts) == 1, starts
+
+        app.controls.open_task(ids["esc"])
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, TaskDetailScreen)
+        labels = [str(node.label) for node in screen.query_one("#json-payload").root.children]
+        assert 'text: "\\x1b[31m"' in labels, labels  # one backslash, as in the table
+        assert "\\x1b[31m: 1" in labels, labels
+        assert "n-\\x1b[31m" in str(screen.query_one("#detail-title", Static).render())
+        await pilot.press("escape")
+        await pilot.press("4")
+        await settle(pilot)
+        keys = app.screen.query_one(KeysView)
+        shown_keys = [str(keys.table.get_row(k)[0]) for k in keys.table.row_keys()]
+        assert "k-acct-1\\u200b" in shown_keys and "k-invoice-\\u202efdp.exe" in shown_keys
