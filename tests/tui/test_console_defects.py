@@ -370,3 +370,56 @@ async def test_escapes_are_the_same_in_table_tree_detail_and_keys(tmp_path: Path
         keys = app.screen.query_one(KeysView)
         shown_keys = [str(keys.table.get_row(k)[0]) for k in keys.table.row_keys()]
         assert "k-acct-1\\u200b" in shown_keys and "k-invoice-\\u202efdp.exe" in shown_keys
+
+
+# -- layout ----------------------------------------------------------------------------
+
+
+async def test_the_search_kind_selector_fits_payload_text(demo_db: Path) -> None:
+    from rich.cells import cell_len
+    from textual.widgets import Static
+
+    app = demo_app(demo_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        select = app.screen.query_one("#search-kind", Select)
+        select.value = "payload"
+        await settle(pilot)
+        label = select.query_one("SelectCurrent Static#label", Static)
+        assert label.content_size.width >= cell_len("payload text")
+        assert str(label.render()) == "payload text"
+
+
+async def test_help_keys_are_a_narrow_column_and_the_palette_lists_each_command_once(
+    demo_db: Path,
+) -> None:
+    from rich.console import Console
+    from textual.widgets import Static
+
+    from cairnq_tui.commands import ConsoleCommands
+    from cairnq_tui.screens.help import HelpScreen
+
+    app = demo_app(demo_db, read_only=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, HelpScreen)
+        body = list(screen.query(Static))[-1]
+        width = body.content_size.width
+        console = Console(width=width, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+        console.print(body.content)
+        lines = console.export_text().splitlines()
+        quit_line = next(line for line in lines if "Quit" in line)
+        assert quit_line.index("Quit") <= 12, quit_line  # the key column fits its keys
+        assert any("Cancel all (disabled: read-only)" in line for line in lines), lines
+        assert any(line.startswith("Hosted worker views") for line in lines)
+        await pilot.press("escape")
+
+        provider = ConsoleCommands(app.screen)
+        ours = [title for title, _, _ in provider._commands()]
+        system = [c.title for c in app.get_system_commands(app.screen)]
+        titles = [t.lower() for t in ours + system]
+        assert len(titles) == len(set(titles)), sorted(titles)
+        assert "quit" in titles
