@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
@@ -155,6 +156,23 @@ class SubmitScreen(ModalScreen[SubmitRequest | None]):
     def on_mount(self) -> None:
         self.query_one("#name", Input).focus()
         self.validate()
+
+    def on_key(self, event: events.Key) -> None:
+        # Tab in the name field completes a known name, then always moves on. The
+        # completion is worked out here, not taken from the Input's suggestion
+        # (computed in a worker, so a quick Tab could arrive before it): a name
+        # typed in full stays as typed even if a longer known name starts with it.
+        name = self.query_one("#name", Input)
+        if event.key != "tab" or self.focused is not name:
+            return
+        event.stop()
+        event.prevent_default()
+        typed = name.value
+        if typed and typed not in self.names:
+            longer = [n for n in self.names if n.startswith(typed)]
+            if longer:
+                name.value = longer[0]
+        self.focus_next()
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
         self.validate()

@@ -423,3 +423,36 @@ async def test_help_keys_are_a_narrow_column_and_the_palette_lists_each_command_
         titles = [t.lower() for t in ours + system]
         assert len(titles) == len(set(titles)), sorted(titles)
         assert "quit" in titles
+
+
+async def test_tab_in_the_submit_name_field_completes_then_moves_on(tmp_path: Path) -> None:
+    from textual.widgets import TextArea
+
+    from cairnq_tui.screens.submit import SubmitScreen
+
+    path = tmp_path / "t.db"
+    store = SQLiteStore(path)
+    await store.connect()
+    for name in ("send_welcome", "send_welcome_v2", "charge_card"):
+        await store.submit(name=name)
+    await store.close()
+    target = parse_target(str(path))
+    app = ConsoleApp(make_store(target, read_only=False), Settings(target=target, refresh_s=3600))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        for typed, expected in (
+            ("send_welcome", "send_welcome"),  # a known name that prefixes a longer one
+            ("send_w", "send_welcome"),
+            ("cha", "charge_card"),
+            ("brand_new", "brand_new"),
+        ):
+            await pilot.press("n")
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, SubmitScreen)
+            await pilot.press(*typed, "tab")  # no pause: Tab right behind the typing
+            await pilot.pause()
+            assert screen.query_one("#name", Input).value == expected
+            assert isinstance(screen.focused, TextArea), screen.focused
+            await pilot.press("escape")
+            await pilot.pause()
