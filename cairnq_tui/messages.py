@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from textual.message import Message
 
+from engine import TaskRef
 from engine.inspect import (
     CappedCount,
     KeyPage,
@@ -55,6 +56,8 @@ class LeasesRefreshed(DataMessage):
 class KeysRefreshed(DataMessage):
     generation: int
     page: KeyPage
+    #: After a follow ended: where its key points now (None: nowhere, or no follow).
+    followed: TaskRef | None = None
 
 
 @dataclass

@@ -456,3 +456,43 @@ async def test_tab_in_the_submit_name_field_completes_then_moves_on(tmp_path: Pa
             assert isinstance(screen.focused, TextArea), screen.focused
             await pilot.press("escape")
             await pilot.pause()
+
+
+async def test_the_follow_panel_stops_counting_and_shows_the_task_as_it_is_now(
+    demo_db: Path, db: SQLiteStore
+) -> None:
+    from textual.widgets import Static
+
+    from cairnq_tui.widgets.keys_view import KeysView
+
+    app = demo_app(demo_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("4")
+        await settle(pilot)
+        keys = app.screen.query_one(KeysView)
+        keys.table.move_cursor(row=keys.table.row_keys().index("signup-ada"))
+        await pilot.press("w")
+        panel = keys.query_one("#follow-panel", Static)
+        task = await db.get_by_key("signup-ada")
+        assert task is not None
+        claimed = await db.claim(queues=[task.queue], worker_id="w1")
+        assert [t.id for t in claimed] == [task.id]
+        await db.complete(task_id=task.id, worker_id="w1", result={"ok": 1})
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if "finished: succeeded" in str(panel.render()):
+                break
+        ended = str(panel.render())
+        assert "finished: succeeded" in ended, ended
+        await pilot.pause(0.5)
+        await refreshed(pilot)
+        first_line = str(panel.render()).splitlines()[0]
+        assert first_line.split(" — ")[0] == ended.splitlines()[0].split(" — ")[0]  # not counting
+        assert "now succeeded" in first_line, first_line
+        # The key moves on after the follow ended: the panel says where it points now.
+        moved = await db.submit(name="send_welcome", key="signup-ada", conflict="replace")
+        await refreshed(pilot)
+        first_line = str(panel.render()).splitlines()[0]
+        assert f"now {moved.id} queued" in first_line, first_line
+        assert "finished: succeeded" in first_line
