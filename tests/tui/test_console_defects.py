@@ -496,3 +496,35 @@ async def test_the_follow_panel_stops_counting_and_shows_the_task_as_it_is_now(
         first_line = str(panel.render()).splitlines()[0]
         assert f"now {moved.id} queued" in first_line, first_line
         assert "finished: succeeded" in first_line
+
+
+# -- hosted workers ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("state", "said"),
+    [("paused", "worker paused"), ("draining", "worker draining"), ("stopped", "worker stopped")],
+)
+async def test_quotas_say_paused_or_draining_not_nothing_due(
+    demo_db: Path, state: str, said: str
+) -> None:
+    from dataclasses import replace
+
+    from hosted_states import hosted_app
+
+    from cairnq_tui.widgets.keyed_table import KeyedTable
+
+    app = hosted_app(demo_db)
+    host: Any = app.host
+    # The last poll said "nothing due" (or another shortfall); then the worker stopped claiming.
+    snap = host.status.snapshot
+    names = tuple(replace(n, shortfall="nothing due") for n in snap.names)
+    host.status = replace(host.status, state=state, snapshot=replace(snap, names=names))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("6")
+        await settle(pilot)
+        table = app.screen.query_one("#quotas-table", KeyedTable)
+        whys = {str(table.get_row(k)[9]) for k in table.row_keys()}
+        assert whys and all(w.startswith(said) for w in whys), whys
+        assert not any("nothing due" in w for w in whys)
