@@ -528,3 +528,9 @@ async def test_quotas_say_paused_or_draining_not_nothing_due(
         whys = {str(table.get_row(k)[9]) for k in table.row_keys()}
         assert whys and all(w.startswith(said) for w in whys), whys
         assert not any("nothing due" in w for w in whys)
+        strip = str(app.screen.query_one("#quotas-view .hosted-workers").render())
+        if state == "draining":  # what the drain still waits for, by handler name
+            calls = len(snap.calls)
+            assert f"drain waits for {calls} calls: " in strip and "render ×" in strip, strip
+        else:
+            assert "drain waits" not in strip
