@@ -534,3 +534,108 @@ async def test_quotas_say_paused_or_draining_not_nothing_due(
             assert f"drain waits for {calls} calls: " in strip and "render ×" in strip, strip
         else:
             assert "drain waits" not in strip
+
+
+# -- a Postgres that stops answering ------------------------------------------------------
+
+
+class PausableProxy:
+    """A TCP proxy to the test server that can stop passing bytes (and start again),
+    so one console sees an outage while the shared server keeps serving others."""
+
+    def __init__(self, host: str, port: int) -> None:
+        import asyncio
+
+        self.upstream = (host, port)
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+        self.server: Any = None
+        self.tasks: set[Any] = set()
+
+    async def start(self) -> int:
+        import asyncio
+
+        self.server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _accept(self, reader: Any, writer: Any) -> None:
+        import asyncio
+
+        up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        for src, dst in ((reader, up_writer), (up_reader, writer)):
+            task = asyncio.ensure_future(self._pump(src, dst))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def _pump(self, src: Any, dst: Any) -> None:
+        try:
+            while data := await src.read(65536):
+                await self.flowing.wait()  # paused: hold the bytes, answer nothing
+                dst.write(data)
+                await dst.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            dst.close()
+
+    async def close(self) -> None:
+        self.flowing.set()
+        for task in list(self.tasks):
+            task.cancel()
+        if self.server is not None:
+            self.server.close()
+
+
+async def test_a_postgres_outage_shows_within_seconds_and_recovers(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    import time
+    from urllib.parse import urlsplit, urlunsplit
+
+    from engine import PostgresStore
+
+    seed = PostgresStore(pg_dsn, schema=pg_schema, max_size=1)
+    await seed.connect()
+    await seed.submit(name="job", queue="q1")
+    parts = urlsplit(pg_dsn)
+    proxy = PausableProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    port = await proxy.start()
+    netloc = parts.netloc.rsplit("@", 1)
+    host = f"127.0.0.1:{port}"
+    dsn = urlunsplit(parts._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host))
+    target = parse_target(dsn, pg_schema)
+    app = ConsoleApp(make_store(target, read_only=False), Settings(target=target, refresh_s=0.2))
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            bar = app.status_bar()
+            assert bar is not None and bar.state.startswith("live")
+            proxy.flowing.clear()  # the server stops answering this console
+            paused_at = time.monotonic()
+            try:
+                while "not answering" not in bar.state and time.monotonic() - paused_at < 10:
+                    await pilot.pause(0.05)
+                stale = app.screen.has_class("-stale")
+            finally:
+                proxy.flowing.set()  # even on failure: the app must be able to close
+            proxy.flowing.clear()
+            noticed_s = time.monotonic() - paused_at
+            assert "not answering" in bar.state, bar.state
+            assert bar.state.startswith("error") and "stale" in bar.state
+            # Within 2 s of a refresh overdue, and generous for a loaded machine:
+            # the refresh interval (0.2 s) + the slow mark (1 s) + the watch tick.
+            assert noticed_s < 6, noticed_s
+            assert stale
+            new = await seed.submit(name="late", queue="q1")  # written while it was out
+            proxy.flowing.set()  # the server is back
+            view = app.screen.query_one(TasksView)
+            back_at = time.monotonic()
+            while time.monotonic() - back_at < 20 and (
+                new.id not in view.table.row_keys() or app.screen.has_class("-stale")
+            ):
+                await pilot.pause(0.05)
+            assert new.id in view.table.row_keys()
+            assert not app.screen.has_class("-stale") and bar.state.startswith("live")
+    finally:
+        await proxy.close()
+        await seed.close()
