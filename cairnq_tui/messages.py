@@ -44,6 +44,8 @@ class QueuesRefreshed(DataMessage):
     latency: dict[str, QueueLatency]
     throughput: list[ThroughputBucket]
     headroom: dict[str, int]
+    #: Succeeded and failed per queue over the last 60 s (the rolling per-minute rates).
+    recent: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass

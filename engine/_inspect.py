@@ -491,6 +491,20 @@ class Inspector:
             ThroughputBucket(r["queue"], r["status"], int(r["minute"]), int(r["n"])) for r in rows
         ]
 
+    async def recent_finished(self, *, window_ms: int = 60_000) -> dict[str, dict[str, int]]:
+        """``{queue: {"succeeded": n, "failed": n}}`` over the last ``window_ms`` (rolling).
+
+        Raises:
+            ValueError: ``window_ms`` below 1.
+        """
+        if window_ms < 1:
+            raise ValueError("window_ms must be >= 1")
+        rows = await self._read("inspect_recent_finished", {"since_ms": self.clock() - window_ms})
+        out: dict[str, dict[str, int]] = {}
+        for r in rows:
+            out.setdefault(r["queue"], {})[r["status"]] = int(r["n"])
+        return out
+
     # -- leases, keys, purge ---------------------------------------------------------------
 
     async def running(self, *, limit: int = 500) -> list[LeaseInfo]:

@@ -639,3 +639,29 @@ async def test_a_postgres_outage_shows_within_seconds_and_recovers(
     finally:
         await proxy.close()
         await seed.close()
+
+
+# -- frictions ---------------------------------------------------------------------------
+
+
+async def test_done_per_minute_is_a_rolling_last_60_seconds(
+    on_both: tuple[TaskStore, MakeApp],
+) -> None:
+    from cairnq_tui.widgets.queues_view import QueuesView
+
+    store, make = on_both
+    claimed = await store.claim(queues=["q1"], worker_id="w1", limit=3)
+    for task in claimed[:2]:
+        await store.complete(task_id=task.id, worker_id="w1", result=None)
+    await store.fail(
+        task_id=claimed[2].id, worker_id="w1", error={"type": "E", "message": "m"}, retryable=False
+    )
+    app = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.action_show_view("queues")
+        await settle(pilot)
+        table = app.screen.query_one(QueuesView).table
+        row = [str(c) for c in table.get_row("q1")]
+        # Done/min and Failed/min: what finished in the last 60 s, right away.
+        assert row[9:11] == ["2", "1"], row
