@@ -359,6 +359,34 @@ class TasksView(ForwardWorkerErrors, Vertical):
     def action_focus_filters(self) -> None:
         self.query_one("#status-filter", Select).focus()
 
+    def action_focus_queue_filter(self) -> None:
+        self.query_one("#queue-filter", Select).focus()
+
+    def action_focus_name_filter(self) -> None:
+        self.query_one("#name-filter", Input).focus()
+
+    def action_clear_filters(self) -> None:
+        """Every filter and the search back to "any" (one refresh, from the newest)."""
+        self._set_filters()
+        self.table.focus()
+
+    def _set_filters(self, *, queue: str | None = None) -> None:
+        # Changing the widgets one by one would post a Changed (and a refresh) each:
+        # hold those back, set them all, then apply once.
+        with self.prevent(Select.Changed, Input.Changed):
+            self.query_one("#status-filter", Select).clear()
+            select = self.query_one("#queue-filter", Select)
+            if queue is None:
+                select.clear()
+            else:
+                if queue not in self.queue_options:
+                    self.queue_options = [*self.queue_options, queue]
+                    select.set_options([(q, q) for q in self.queue_options])
+                select.value = queue
+            self.query_one("#name-filter", Input).value = ""
+            self.query_one("#search", Input).value = ""
+        self._apply_filter()
+
     def action_clear(self) -> None:
         if self.selected:
             self.selected.clear()
@@ -366,9 +394,6 @@ class TasksView(ForwardWorkerErrors, Vertical):
         self.table.focus()
 
     def show_queue(self, queue: str) -> None:
-        """Filter the view to one queue (from the Queues view)."""
-        select = self.query_one("#queue-filter", Select)
-        if queue not in self.queue_options:
-            self.queue_options = [*self.queue_options, queue]
-            select.set_options([(q, q) for q in self.queue_options])
-        select.value = queue
+        """Show one queue's tasks (from the Queues view): the queue replaces every
+        filter, so no status, name or search left from before narrows it unseen."""
+        self._set_filters(queue=queue)

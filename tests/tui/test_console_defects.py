@@ -665,3 +665,44 @@ async def test_done_per_minute_is_a_rolling_last_60_seconds(
         row = [str(c) for c in table.get_row("q1")]
         # Done/min and Failed/min: what finished in the last 60 s, right away.
         assert row[9:11] == ["2", "1"], row
+
+
+async def test_filter_keys_clear_everything_and_queues_drill_down_replaces(
+    demo_db: Path,
+) -> None:
+    from cairnq_tui.widgets.queues_view import QueuesView
+    from engine import TaskFilter
+
+    app = demo_app(demo_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        view = app.screen.query_one(TasksView)
+        everything = view.table.row_keys()
+        view.query_one("#status-filter", Select).value = "failed"
+        await pilot.press("N", *"charge")
+        assert app.screen.focused is view.query_one("#name-filter", Input)
+        await pilot.press("enter")
+        await refreshed(pilot)
+        assert view.filter.status == "failed" and view.filter.name == "charge"
+        await pilot.press("Q")
+        assert app.screen.focused is view.query_one("#queue-filter", Select)
+        view.table.focus()
+        await pilot.press("x")
+        await refreshed(pilot)
+        assert view.filter == TaskFilter()
+        assert view.query_one("#name-filter", Input).value == ""
+        assert view.table.row_keys() == everything
+
+        # Drilling down from Queues shows that queue's tasks, whatever was set before.
+        view.query_one("#status-filter", Select).value = "running"
+        view.query_one("#search", Input).value = "task_"
+        await refreshed(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        queues = app.screen.query_one(QueuesView)
+        queues.table.move_cursor(row=queues.table.row_keys().index("emails"))
+        await pilot.press("enter")
+        await refreshed(pilot)
+        assert view.filter == TaskFilter(queue="emails")
+        assert view.query_one("#status-filter", Select).is_blank()
+        assert view.query_one("#search", Input).value == ""
