@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.screen import ModalScreen
 from textual.timer import Timer
@@ -440,6 +440,22 @@ class ConsoleApp(App[None]):
         if self.read_only and action in keymap.CONTROL_ACTIONS:
             return None  # shown dimmed in the footer, does nothing
         return True
+
+    def on_key(self, event: events.Key) -> None:
+        """A control's key pressed in a read-only session says why nothing happens."""
+        if not self.read_only:
+            return
+        active = self.active_bindings.get(event.key)
+        if active is None or active.enabled:
+            return
+        if active.binding.action.split("(")[0] in keymap.CONTROL_ACTIONS:
+            self.notify(
+                f"{active.binding.description} is disabled: this console was opened "
+                "with --read-only.",
+                severity="warning",
+                timeout=3,
+                markup=False,
+            )
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -706,3 +706,18 @@ async def test_filter_keys_clear_everything_and_queues_drill_down_replaces(
         assert view.filter == TaskFilter(queue="emails")
         assert view.query_one("#status-filter", Select).is_blank()
         assert view.query_one("#search", Input).value == ""
+
+
+async def test_a_disabled_key_in_read_only_mode_says_why(demo_db: Path) -> None:
+    app = demo_app(demo_db, read_only=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        for key in ("c", "n", "P"):
+            await pilot.press(key)
+            await pilot.pause()
+        said = [n.message for n in app._notifications]
+        assert len(said) == 3 and all("--read-only" in m for m in said), said
+        assert said[0].startswith("Cancel is disabled") and not app.dialog_open
+        await pilot.press("1")  # a key that is not a control says nothing
+        await pilot.pause()
+        assert len(app._notifications) == 3
