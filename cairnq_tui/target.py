@@ -147,13 +147,28 @@ async def _connect(store: TaskStore, target: Target) -> None:
         raise TargetError(f"{where} speaks another cairnq protocol: {shown}") from None
     except SchemaMismatch as exc:
         await _close_quietly(store)
-        raise TargetError(f"wrong schema for {where}: {redact_dsn(str(exc))}") from None
+        raise TargetError(_wrong_schema(target, str(exc))) from None
     except StoreUnavailable as exc:
         await _close_quietly(store)
         raise TargetError(f"cannot open {where}: {redact_dsn(str(exc))}") from None
     except (CairnQError, OSError) as exc:
         await _close_quietly(store)
         raise TargetError(f"cannot open {where}: {redact_dsn(str(exc))}") from None
+
+
+def _wrong_schema(target: Target, detail: str) -> str:
+    """The target once, the schema the console looked in, and where the tables are."""
+    if target.schema is not None:
+        return (
+            f"wrong schema: looked in schema {target.schema!r} of {target.display}, "
+            "which does not exist or is not on the search path; check --schema."
+        )
+    looked = re.search(r"current schema is '([^']*)'", detail)
+    found = re.search(r"in schema\(s\) (.+?) but", detail)
+    where = f"schema {looked.group(1)!r}" if looked else "the session's current schema"
+    tables = f"; its cairnq tables are in {found.group(1)}" if found else ""
+    hint = f" (pass --schema {found.group(1).split(', ')[0]})" if found else ""
+    return f"wrong schema: looked in {where} of {target.display}{tables}{hint}."
 
 
 async def _close_quietly(store: TaskStore) -> None:

@@ -207,3 +207,22 @@ def test_a_missing_folder_is_an_error_and_nothing_is_created(
     # A new file in a folder that exists is still created, with its notice.
     notice = asyncio.run(check_target(parse_target(str(tmp_path / "y.db")), read_only=False))
     assert notice is not None and "Created a new cairnq database" in notice
+
+
+def test_a_wrong_schema_names_the_target_once_and_the_schema_looked_in(
+    pg_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def install() -> None:
+        store = PostgresStore(pg_database, schema="elsewhere")
+        await store.connect()
+        await store.close()
+
+    asyncio.run(install())
+    shown = redact_dsn(pg_database)
+    code, err = run(capsys, pg_database, "--schema", "nosuch")
+    assert code == 2 and err.count(shown) == 1, err
+    assert "looked in schema 'nosuch'" in err and "--schema" in err
+    code, err = run(capsys, pg_database)
+    assert code == 2 and err.count(shown) == 1, err
+    assert "looked in schema 'public'" in err and "elsewhere" in err
+    assert "pass --schema elsewhere" in err
