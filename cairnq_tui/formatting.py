@@ -67,6 +67,14 @@ def quoted(value: object) -> str:
     return f"'{clean(value)}'"
 
 
+def short_id(value: str, *, head: int = 7, tail: int = 6) -> str:
+    """A long id as its start and its end (``worker_…K3F9QZ``): both are what people
+    match by eye; the detail screen shows it in full."""
+    if len(value) <= head + tail + 1:
+        return value
+    return f"{value[:head]}…{value[-tail:]}"
+
+
 def safe_text(value: object, style: str = "", *, limit: int | None = None) -> Text:
     """Literal text for a cell: never parsed as markup, control characters shown."""
     text = clean(value)

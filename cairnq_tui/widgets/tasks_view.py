@@ -26,6 +26,7 @@ from cairnq_tui.formatting import (
     due_in,
     progress_bar,
     safe_text,
+    short_id,
     status_text,
 )
 from cairnq_tui.messages import TasksRefreshed
@@ -256,7 +257,7 @@ class TasksView(ForwardWorkerErrors, Vertical):
             Text(age(r.created_at_ms, now)),
             Text(age(r.updated_at_ms, now)),
             due_in(r.run_at_ms, now) if r.status == "queued" else Text("—", style="dim"),
-            safe_text(r.worker_id or "", limit=34),
+            safe_text(short_id(r.worker_id or "")),
             progress_bar(r.progress),
             safe_text(r.message or "", limit=60),
         ]

@@ -721,3 +721,32 @@ async def test_a_disabled_key_in_read_only_mode_says_why(demo_db: Path) -> None:
         await pilot.press("1")  # a key that is not a control says nothing
         await pilot.pause()
         assert len(app._notifications) == 3
+
+
+async def test_the_table_shows_a_short_worker_id_and_the_detail_the_full_one(
+    tmp_path: Path,
+) -> None:
+    import io
+
+    from rich.console import Console
+    from textual.widgets import Static
+
+    path = tmp_path / "t.db"
+    store = SQLiteStore(path)
+    await store.connect()
+    task = await store.submit(name="job", queue="q1")
+    worker = "worker_01KDSTILL0000000000000XYZ9"
+    await store.claim(queues=["q1"], worker_id=worker)
+    await store.close()
+    target = parse_target(str(path))
+    app = ConsoleApp(make_store(target, read_only=False), Settings(target=target, refresh_s=3600))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        cell = str(app.screen.query_one(TasksView).table.get_row(task.id)[11])
+        assert cell == "worker_…00XYZ9"
+        app.controls.open_task(task.id)
+        await settle(pilot)
+        fields = app.screen.query_one("#fields", Static)
+        console = Console(width=fields.content_size.width, record=True, file=io.StringIO())
+        console.print(fields.content)
+        assert worker in console.export_text()
