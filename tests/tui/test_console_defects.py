@@ -750,3 +750,26 @@ async def test_the_table_shows_a_short_worker_id_and_the_detail_the_full_one(
         console = Console(width=fields.content_size.width, record=True, file=io.StringIO())
         console.print(fields.content)
         assert worker in console.export_text()
+
+
+async def test_reload_keeps_the_errors_history(demo_db: Path) -> None:
+    from dataclasses import replace
+
+    from hosted_states import hosted_app
+
+    from cairnq_tui.widgets.keyed_table import KeyedTable
+
+    app = hosted_app(demo_db)
+    host: Any = app.host
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("9")
+        await settle(pilot)
+        table = app.screen.query_one("#errors-table", KeyedTable)
+        before = table.row_keys()
+        assert before
+        # A reload: the new worker's snapshot starts with no history at all.
+        snap = replace(host.status.snapshot, recent_errors=(), recent_failures=())
+        host.status = replace(host.status, snapshot=snap, loads=2)
+        await refreshed(pilot)
+        assert table.row_keys() == before
