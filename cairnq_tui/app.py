@@ -111,6 +111,8 @@ class ConsoleApp(App[None]):
         self.measure = measure
         self.host = host
         self.hosted_index = 0  # the hosted worker the hosted views' controls act on
+        #: The Tasks view's columns as the operator chose them (None: all, in order).
+        self.task_columns: list[str] | None = None
         self.wait_registry = wait_registry
         self.client = CairnQ(store)
         self.inspector = Inspector(store, clock=clock)

@@ -44,6 +44,7 @@ TASKS: list[BindingType] = [
     Binding("Q", "focus_queue_filter", "Queue filter", key_display="Q", show=False),
     Binding("N", "focus_name_filter", "Name filter", key_display="N", show=False),
     Binding("x", "clear_filters", "Clear filters"),
+    Binding("o", "choose_columns", "Columns"),
     Binding("escape", "clear", "Clear", show=False),
 ]
 

@@ -56,6 +56,32 @@ COLUMNS: list[ColumnSpec] = [
     ("Message", "message"),
 ]
 SEARCH_KINDS = [("id prefix", "id"), ("key prefix", "key"), ("payload text", "payload")]
+#: Columns the operator may hide or move (``o``); the selection mark stays first.
+CHOOSABLE = [spec[1] for spec in COLUMNS if spec[1] != "sel"]
+_SPECS = {spec[1]: spec for spec in COLUMNS}
+
+
+def parse_columns(text: str) -> list[str]:
+    """``"id, name, status"`` -> the column keys in that order.
+
+    Raises:
+        ValueError: an unknown or repeated column, or none at all.
+    """
+    chosen = [part.strip().lower() for part in text.replace(" ", ",").split(",") if part.strip()]
+    unknown = [c for c in chosen if c not in CHOOSABLE]
+    if unknown:
+        raise ValueError(
+            f"unknown column(s) {', '.join(unknown)}; choose from {', '.join(CHOOSABLE)}"
+        )
+    if len(set(chosen)) != len(chosen):
+        raise ValueError("a column is named twice")
+    if not chosen:
+        raise ValueError("name at least one column")
+    return chosen
+
+
+_INDEX = {spec[1]: i for i, spec in enumerate(COLUMNS)}
+_ALL = [spec[1] for spec in COLUMNS]
 
 
 class TasksView(ForwardWorkerErrors, Vertical):
@@ -83,8 +109,50 @@ class TasksView(ForwardWorkerErrors, Vertical):
             yield Input(placeholder="name", id="name-filter")
             yield Select(SEARCH_KINDS, value="id", allow_blank=False, id="search-kind")
             yield Input(placeholder="search…", id="search")
-        yield KeyedTable(COLUMNS, id="tasks-table")
+        yield self._new_table()
         yield Static("", id="tasks-info")
+
+    @property
+    def columns(self) -> list[str]:
+        """The chosen columns, in order (kept by the app for the whole session)."""
+        chosen = getattr(self.app, "task_columns", None)
+        return ["sel", *(chosen if chosen else CHOOSABLE)]
+
+    def _new_table(self) -> KeyedTable:
+        return KeyedTable([_SPECS[c] for c in self.columns], id="tasks-table")
+
+    def action_choose_columns(self) -> None:
+        from cairnq_tui.screens.prompt import PromptScreen
+
+        def chosen(text: str | None) -> None:
+            if text is None:
+                return
+            try:
+                columns = parse_columns(text)
+            except ValueError as exc:
+                self.app.notify(str(exc), severity="warning", markup=False)
+                return
+            self.app.task_columns = columns
+            self.call_later(self._replace_table)
+
+        current = ", ".join(self.columns[1:])
+        self.app.push_screen(
+            PromptScreen(
+                "Columns: leave one out to hide it, move it to reorder "
+                f"(all: {', '.join(CHOOSABLE)})",
+                "id, name, status, …",
+                current,
+            ),
+            chosen,
+        )
+
+    async def _replace_table(self) -> None:
+        old = self.table
+        await old.remove()
+        table = self._new_table()
+        await self.mount(table, before=self.query_one("#tasks-info"))
+        table.focus()
+        self.draw()
 
     @property
     def table(self) -> KeyedTable:
@@ -235,12 +303,15 @@ class TasksView(ForwardWorkerErrors, Vertical):
         if page is None:
             return
         now = self.app.clock()
-        rows = [(r.id, self._cells(r, now)) for r in page.rows]
-        if page.order == "key":
-            self.table.sync(rows, sort_column="key")
-        else:
-            self.table.sync(rows, sort_column="id", reverse=True)
+        columns = self.columns
+        rows = [(r.id, self._pick(self._cells(r, now), columns)) for r in page.rows]
+        sort = "key" if page.order == "key" else "id"
+        self.table.sync(rows, sort_column=sort if sort in columns else None, reverse=sort == "id")
         self._draw_info()
+
+    @staticmethod
+    def _pick(cells: list[Text], columns: list[str]) -> list[Text]:
+        return cells if columns == _ALL else [cells[_INDEX[c]] for c in columns]
 
     def _cells(self, r: TaskSummary, now: int) -> list[Text]:
         key = r.key if r.key is not None else self.keys.get(r.id)

@@ -773,3 +773,46 @@ async def test_reload_keeps_the_errors_history(demo_db: Path) -> None:
         host.status = replace(host.status, snapshot=snap, loads=2)
         await refreshed(pilot)
         assert table.row_keys() == before
+
+
+async def test_columns_can_be_hidden_and_reordered_for_the_session(demo_db: Path) -> None:
+    from cairnq_tui.screens.prompt import PromptScreen
+    from cairnq_tui.widgets.tasks_view import parse_columns
+
+    app = demo_app(demo_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        view = app.screen.query_one(TasksView)
+        task_id = view.table.row_keys()[0]
+        await pilot.press("o")
+        await pilot.pause()
+        prompt = app.screen
+        assert isinstance(prompt, PromptScreen)
+        field = prompt.query_one(Input)
+        assert field.value.startswith("id, name, queue, status")
+        field.value = "status, name, id, progress, message"
+        await pilot.press("enter")
+        await settle(pilot)
+        table = view.table
+        labels = [str(c.label) for c in table.ordered_columns]
+        assert labels == ["", "Status", "Name", "ID", "Progress", "Message"]
+        row = [str(c) for c in table.get_row(task_id)]
+        assert row[3] == task_id
+        # Kept for the session: another view and back, the same columns.
+        await pilot.press("2")
+        await settle(pilot)
+        await pilot.press("1")
+        await settle(pilot)
+        assert [str(c.label) for c in view.table.ordered_columns][1] == "Status"
+        assert app.task_columns == ["status", "name", "id", "progress", "message"]
+        # An unknown column is refused, and nothing changes.
+        await pilot.press("o")
+        await pilot.pause()
+        app.screen.query_one(Input).value = "status, nosuch"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert any("unknown column(s) nosuch" in n.message for n in app._notifications)
+        assert app.task_columns == ["status", "name", "id", "progress", "message"]
+    for bad in ("", "id, id"):
+        with pytest.raises(ValueError):
+            parse_columns(bad)
