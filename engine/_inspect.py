@@ -462,6 +462,20 @@ class Inspector:
         """Every task name in the database, in order (one index seek per name)."""
         return [r["name"] for r in await self._read("inspect_names", {"limit": limit})]
 
+    async def names_containing(
+        self, text: str, *, limit: int = 20, scan: int = 10_000
+    ) -> list[str]:
+        """Task names containing ``text`` (plain text, case-sensitive), in name order.
+
+        At most ``scan`` distinct names are visited and ``limit`` returned.
+        """
+        if not text:
+            return []
+        rows = await self._read(
+            "inspect_names_containing", {"text": text, "scan": scan, "limit": limit}
+        )
+        return [r["name"] for r in rows]
+
     async def queue_counts(self, *, cap: int | None = None) -> dict[str, dict[str, CappedCount]]:
         """``{queue: {status: count}}`` for every queue, each count capped, zero-filled."""
         cap = self._cap(cap)

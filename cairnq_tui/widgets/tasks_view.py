@@ -25,6 +25,7 @@ from cairnq_tui.formatting import (
     age,
     due_in,
     progress_bar,
+    quoted,
     safe_text,
     short_id,
     status_text,
@@ -36,6 +37,8 @@ from engine import STATUSES
 from engine.inspect import CappedCount, TaskFilter, TaskPage, TaskSummary
 
 PAGE_SIZE = 50
+#: The most task names one name filter matches (each is a page read and merged).
+NAME_MATCHES = 20
 #: The Key column has a fixed width: keys arrive after the page (a second read),
 #: and a column that widened when they did would shift every column to its right.
 KEY_WIDTH = 16
@@ -101,12 +104,14 @@ class TasksView(ForwardWorkerErrors, Vertical):
         self.keys_pending = False
         self.generation = 0
         self.queue_options: list[str] = []
+        #: The names the name filter matched on the last refresh.
+        self.name_matches: list[str] = []
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="task-filters"):
             yield Select([(s, s) for s in STATUSES], prompt="any status", id="status-filter")
             yield Select([], prompt="any queue", id="queue-filter")
-            yield Input(placeholder="name", id="name-filter")
+            yield Input(placeholder="name contains", id="name-filter")
             yield Select(SEARCH_KINDS, value="id", allow_blank=False, id="search-kind")
             yield Input(placeholder="search…", id="search")
         yield self._new_table()
@@ -221,11 +226,21 @@ class TasksView(ForwardWorkerErrors, Vertical):
     ) -> None:
         started = self.app.measure()
         inspector = self.app.inspector
-        queues = self._queues_to_merge(flt)
-        if queues:
-            page = await self._merged_page(inspector, flt, queues, before, after)
+        queues: list[str | None] = [*self._queues_to_merge(flt)] or [flt.queue]
+        names: list[str | None] = [flt.name]
+        if flt.name:
+            # The name filter matches every name containing the text (at most
+            # NAME_MATCHES of them, found in SQL); none found: nothing matches.
+            found = await inspector.names_containing(flt.name, limit=NAME_MATCHES)
+            self.name_matches = found
+            names = list(found) or [flt.name]
+        filters = [replace(flt, queue=q, name=n) for q in queues for n in names]
+        if len(filters) > 1:
+            page = await self._merged_page(inspector, filters, before, after)
         else:
-            page = await inspector.tasks_page(flt, before=before, after=after, limit=PAGE_SIZE)
+            page = await inspector.tasks_page(
+                filters[0], before=before, after=after, limit=PAGE_SIZE
+            )
         cost = (self.app.measure() - started) * 1000
         self.post_message(TasksRefreshed(cost, generation, page))
 
@@ -251,16 +266,17 @@ class TasksView(ForwardWorkerErrors, Vertical):
     async def _merged_page(
         self,
         inspector: object,
-        flt: TaskFilter,
-        queues: list[str],
+        filters: list[TaskFilter],
         before: str | None,
         after: str | None,
     ) -> TaskPage:
+        # Several queues (--queue) or names (a name filter matching several): one
+        # page each, merged into one page.
         pages = [
             await inspector.tasks_page(  # type: ignore[attr-defined]
-                replace(flt, queue=q), before=before, after=after, limit=PAGE_SIZE
+                f, before=before, after=after, limit=PAGE_SIZE
             )
-            for q in queues
+            for f in filters
         ]
         order = pages[0].order
         rows = sorted(
@@ -396,14 +412,31 @@ class TasksView(ForwardWorkerErrors, Vertical):
     def action_cancel(self) -> None:
         self.app.controls.cancel_tasks(self.targets())
 
+    def _bulk_filter(self) -> TaskFilter | None:
+        """The filter a bulk action works on: the name filter resolved to one name."""
+        flt = self.filter
+        if not flt.name:
+            return flt
+        if len(self.name_matches) == 1:
+            return replace(flt, name=self.name_matches[0])
+        self.app.notify(
+            f"{len(self.name_matches)} task names contain {quoted(flt.name)}: "
+            "narrow the name filter to one name first.",
+            severity="warning",
+            markup=False,
+        )
+        return None
+
     def action_cancel_matching(self) -> None:
-        self.app.controls.cancel_matching(self.filter)
+        if (flt := self._bulk_filter()) is not None:
+            self.app.controls.cancel_matching(flt)
 
     def action_retry(self) -> None:
         self.app.controls.retry_tasks(self.targets())
 
     def action_retry_matching(self) -> None:
-        self.app.controls.retry_matching(self.filter)
+        if (flt := self._bulk_filter()) is not None:
+            self.app.controls.retry_matching(flt)
 
     def action_replace(self) -> None:
         row = self.highlighted()

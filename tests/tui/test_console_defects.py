@@ -816,3 +816,32 @@ async def test_columns_can_be_hidden_and_reordered_for_the_session(demo_db: Path
     for bad in ("", "id, id"):
         with pytest.raises(ValueError):
             parse_columns(bad)
+
+
+async def test_the_name_filter_matches_substrings(on_both: tuple[TaskStore, MakeApp]) -> None:
+    store, make = on_both
+    ids: dict[str, list[str]] = {}
+    for name in ("charge_card", "recharge", "send_100%", "charge_card"):
+        ids.setdefault(name, []).append((await store.submit(name=name, queue="q1")).id)
+    app = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        view = app.screen.query_one(TasksView)
+        name = view.query_one("#name-filter", Input)
+        for text, expected in (
+            ("charge", ids["charge_card"] + ids["recharge"]),
+            ("harge_c", ids["charge_card"]),
+            ("%", ids["send_100%"]),  # a LIKE wildcard matches itself only
+            ("_1", ids["send_100%"]),
+            ("nothing", []),
+        ):
+            name.value = text
+            await refreshed(pilot)
+            assert view.table.row_keys() == sorted(expected, reverse=True), text
+        name.value = "charge"
+        await refreshed(pilot)
+        view.table.focus()
+        await pilot.press("C")  # two names match: a bulk cancel asks for one
+        await pilot.pause()
+        assert not app.dialog_open
+        assert any("2 task names contain 'charge'" in n.message for n in app._notifications)
