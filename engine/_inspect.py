@@ -247,6 +247,23 @@ def normalise_id_prefix(text: str) -> str:
     return text
 
 
+def is_id_tail(flt: TaskFilter, total: CappedCount | None) -> bool:
+    """True when an id search matched no id prefix but could be the end of one.
+
+    The random part of an id is what people copy from logs; four or more Crockford
+    digits without the ``task_`` prefix are searched inside ids instead.
+    """
+    text = (flt.active_search or "").strip()
+    return (
+        flt.search_kind == "id"
+        and total is not None
+        and total.value == 0
+        and len(text) >= 4
+        and not text.lower().startswith("task_")
+        and set(text.upper()) <= _CROCKFORD
+    )
+
+
 class Inspector:
     """Bounded reads over one store, for a console that refreshes every second.
 
@@ -352,7 +369,14 @@ class Inspector:
                 params.update(before_key=after, key_to=None)
         else:
             order = "id"
-            if flt.search_kind == "payload" and search:
+            if is_id_tail(flt, total):
+                # No id starts with the text: look for it inside the ids (people copy
+                # the end of an id), within a bounded window like a payload search.
+                name = "inspect_tasks_id_tail_older" if forward else "inspect_tasks_id_tail_newer"
+                scan_limit = self.payload_scan
+                params.update(text=(search or "").strip().upper(), scan_limit=scan_limit)
+                total = None
+            elif flt.search_kind == "payload" and search:
                 name = "inspect_tasks_payload_older" if forward else "inspect_tasks_payload_newer"
                 scan_limit = self.payload_scan
                 params.update(text=search, scan_limit=scan_limit)

@@ -357,8 +357,10 @@ class TasksView(ForwardWorkerErrors, Vertical):
         if page.total is not None:
             parts.append(f"{len(page.rows)} shown of {page.total} matching")
         else:
+            what = "payload" if self.filter.search_kind == "payload" else "id (inside the id)"
             parts.append(
-                f"{len(page.rows)} payload matches (searching {page.scan_limit:,} tasks per page)"
+                f"{len(page.rows)} {what} matches "
+                f"(searching {page.scan_limit or 0:,} tasks per page)"
             )
         if self.selected:
             parts.append(f"{len(self.selected)} selected")

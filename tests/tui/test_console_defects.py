@@ -845,3 +845,30 @@ async def test_the_name_filter_matches_substrings(on_both: tuple[TaskStore, Make
         await pilot.pause()
         assert not app.dialog_open
         assert any("2 task names contain 'charge'" in n.message for n in app._notifications)
+
+
+async def test_an_id_search_also_finds_the_end_of_an_id(
+    on_both: tuple[TaskStore, MakeApp],
+) -> None:
+    from textual.widgets import Static
+
+    store, make = on_both
+    ids = sorted((t.id for t in await store.list(limit=100)), reverse=True)
+    wanted = ids[1]
+    app = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        view = app.screen.query_one(TasksView)
+        search = view.query_one("#search", Input)
+        for text in (wanted[-8:], wanted[-8:].lower()):
+            search.value = text
+            await refreshed(pilot)
+            assert view.table.row_keys() == [wanted], text
+        info = str(view.query_one("#tasks-info", Static).render())
+        assert "inside the id" in info
+        search.value = wanted[:12]  # a prefix still works as before
+        await refreshed(pilot)
+        assert wanted in view.table.row_keys()
+        search.value = "ZZZZZZZZ"
+        await refreshed(pilot)
+        assert view.table.row_keys() == [] and errors_shown(app) == []
