@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from console_states import demo_app, refreshed, settle
+from console_states import demo_app, fill_submit, refreshed, settle
 from textual.widgets import Input, Select
 
 from cairnq_tui.app import ConsoleApp, Settings
@@ -46,6 +46,17 @@ async def on_both(
 
     yield store, make
     await store.close()
+
+
+async def on_key_row(pilot: Any, key: str) -> Any:
+    """The Keys view, its cursor on ``key``."""
+    from cairnq_tui.widgets.keys_view import KeysView
+
+    await pilot.press("4")
+    await settle(pilot)
+    keys = pilot.app.screen.query_one(KeysView)
+    keys.table.move_cursor(row=keys.table.row_keys().index(key))
+    return keys
 
 
 def errors_shown(app: ConsoleApp) -> list[str]:
@@ -179,11 +190,9 @@ async def test_back_on_the_submit_confirmation_returns_to_the_filled_form(
         await settle(pilot)
         await pilot.press("n")
         await pilot.pause()
-        form = app.screen
-        assert isinstance(form, SubmitScreen)
-        form.query_one("#name", Input).value = "send_welcome"
-        form.query_one("#payload", TextArea).text = '{"user": "zoe"}'
-        form.query_one("#key", Input).value = "signup-zoe"
+        form = await fill_submit(
+            pilot, name="send_welcome", payload='{"user": "zoe"}', key="signup-zoe"
+        )
         form.query_one("#priority", Input).value = "7"
         form.query_one("#delay", Input).value = "90s"
         await pilot.press("ctrl+s")
@@ -247,15 +256,11 @@ async def test_replace_confirms_against_the_keys_current_task(
     demo_db: Path, db: SQLiteStore
 ) -> None:
     from cairnq_tui.screens.submit import SubmitScreen
-    from cairnq_tui.widgets.keys_view import KeysView
 
     app = demo_app(demo_db)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await pilot.press("4")
-        await settle(pilot)
-        keys = app.screen.query_one(KeysView)
-        keys.table.move_cursor(row=keys.table.row_keys().index("signup-ada"))
+        await on_key_row(pilot, "signup-ada")
         await pilot.press("e")
         await settle(pilot)
         assert isinstance(app.screen, SubmitScreen)
@@ -273,7 +278,6 @@ async def test_replace_confirms_against_the_keys_current_task(
 async def test_rejected_already_exists_names_the_task_holding_the_key(
     demo_db: Path, db: SQLiteStore
 ) -> None:
-    from textual.widgets import TextArea
 
     app = demo_app(demo_db)
     holder = await db.get_by_key("invoice-1001")
@@ -282,11 +286,7 @@ async def test_rejected_already_exists_names_the_task_holding_the_key(
         await settle(pilot)
         await pilot.press("n")
         await pilot.pause()
-        form = app.screen
-        form.query_one("#name", Input).value = "x"
-        form.query_one("#payload", TextArea).text = "{}"
-        form.query_one("#key", Input).value = "invoice-1001"
-        form.query_one("#conflict", Select).value = "reject"
+        await fill_submit(pilot, name="x", payload="{}", key="invoice-1001", conflict="reject")
         await pilot.press("ctrl+s")
         await settle(pilot)
         await pilot.press("y")
@@ -463,15 +463,10 @@ async def test_the_follow_panel_stops_counting_and_shows_the_task_as_it_is_now(
 ) -> None:
     from textual.widgets import Static
 
-    from cairnq_tui.widgets.keys_view import KeysView
-
     app = demo_app(demo_db)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await pilot.press("4")
-        await settle(pilot)
-        keys = app.screen.query_one(KeysView)
-        keys.table.move_cursor(row=keys.table.row_keys().index("signup-ada"))
+        keys = await on_key_row(pilot, "signup-ada")
         await pilot.press("w")
         panel = keys.query_one("#follow-panel", Static)
         task = await db.get_by_key("signup-ada")
