@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.screen import ModalScreen
 from textual.timer import Timer
@@ -47,6 +47,11 @@ EARLY_REFRESH_EVERY_S = 1.0
 #: Allocations (net of frees) between two young collections while the console
 #: runs, instead of CPython's 700: see ``ConsoleApp._freeze_heap``.
 GC_YOUNG_THRESHOLD = 10_000
+#: A refresh still running after this long means the database is not answering:
+#: the status bar says so and the rows on screen are dimmed as stale.
+SLOW_REFRESH_S = 1.0
+#: How often the console looks at the running refresh's age.
+WATCH_EVERY_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,8 @@ class ConsoleApp(App[None]):
         self.measure = measure
         self.host = host
         self.hosted_index = 0  # the hosted worker the hosted views' controls act on
+        #: The Tasks view's columns as the operator chose them (None: all, in order).
+        self.task_columns: list[str] | None = None
         self.wait_registry = wait_registry
         self.client = CairnQ(store)
         self.inspector = Inspector(store, clock=clock)
@@ -131,6 +138,9 @@ class ConsoleApp(App[None]):
         self._woke_pending = False
         self._heap_frozen = False
         self._gc_threshold: tuple[int, int, int] | None = None  # CPython's, to restore
+        self._refresh_started = 0.0
+        #: Since when (monotonic) the rows on screen are stale; None while they are live.
+        self._stale_since: float | None = None
         if settings.theme:
             self.theme = settings.theme
 
@@ -139,12 +149,16 @@ class ConsoleApp(App[None]):
     def on_mount(self) -> None:
         self.push_screen(MainScreen())
         self.connect_store()
+        self.set_interval(WATCH_EVERY_S, self._watch_refresh)
 
     def status_bar(self) -> StatusBar | None:
-        """The status bar of the main screen (None before it is composed)."""
+        """The status bar of the main screen (None before it is composed or after it is
+        torn down): everything that draws state goes through here, so a refresh, a
+        wakeup or a worker message landing at any moment never looks for a missing bar."""
         for screen in self.screen_stack:
             if isinstance(screen, MainScreen):
-                return screen.query_one(StatusBar)
+                found = screen.query(StatusBar)
+                return found.first() if found else None
         return None
 
     def compose(self) -> ComposeResult:
@@ -243,6 +257,11 @@ class ConsoleApp(App[None]):
     def refresh_state(self) -> str:
         if not self.connected:
             return "connecting"
+        if self._stale_since is not None:
+            waited = time.monotonic() - (self._refresh_started if self._in_flight else 0.0)
+            if self._in_flight:
+                return f"error: database not answering ({waited:.0f}s) · rows shown are stale"
+            return "error (retrying) · rows shown are stale"
         if self.paused:
             return "paused (p resumes)"
         if self.dialog_open:
@@ -268,6 +287,7 @@ class ConsoleApp(App[None]):
             self._arm(self.settings.refresh_s)
             return
         self._in_flight = True
+        self._refresh_started = time.monotonic()
         self._again = False
         if self._early_next:
             self._early_next = False
@@ -289,6 +309,7 @@ class ConsoleApp(App[None]):
         """A view drew a refresh result: record its cost and arm the next tick."""
         self._in_flight = False
         self._last_done = time.monotonic()
+        self._mark_stale(False)
         bar = self.status_bar()
         if bar is not None:
             bar.cost_ms = message.cost_ms
@@ -333,6 +354,20 @@ class ConsoleApp(App[None]):
         if self._woken:
             self._woken = False
             self._arm_early()
+
+    def _watch_refresh(self) -> None:
+        """Say so within about a second when the database stops answering a refresh."""
+        if self._in_flight and time.monotonic() - self._refresh_started >= SLOW_REFRESH_S:
+            self._mark_stale(True)
+            self._show_state()
+
+    def _mark_stale(self, stale: bool) -> None:
+        """Dim (or undim) what every screen shows from the database."""
+        if stale == (self._stale_since is not None):
+            return
+        self._stale_since = time.monotonic() if stale else None
+        for screen in self.screen_stack:
+            screen.set_class(stale, "-stale")
 
     def _arm(self, delay: float) -> None:
         if self._timer is not None:
@@ -394,7 +429,8 @@ class ConsoleApp(App[None]):
             return
         if group == "refresh":
             self._in_flight = False
-            self._show_state("error (retrying)")
+            self._mark_stale(True)
+            self._show_state()
             self.notify(text, title="Refresh failed", severity="error", timeout=4, markup=False)
             self._arm(max(self.settings.refresh_s, 1.0))
             return
@@ -406,6 +442,22 @@ class ConsoleApp(App[None]):
         if self.read_only and action in keymap.CONTROL_ACTIONS:
             return None  # shown dimmed in the footer, does nothing
         return True
+
+    def on_key(self, event: events.Key) -> None:
+        """A control's key pressed in a read-only session says why nothing happens."""
+        if not self.read_only:
+            return
+        active = self.active_bindings.get(event.key)
+        if active is None or active.enabled:
+            return
+        if active.binding.action.split("(")[0] in keymap.CONTROL_ACTIONS:
+            self.notify(
+                f"{active.binding.description} is disabled: this console was opened "
+                "with --read-only.",
+                severity="warning",
+                timeout=3,
+                markup=False,
+            )
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

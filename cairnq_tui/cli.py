@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import shutil
 import sys
 import tempfile
@@ -184,14 +186,28 @@ def launch(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_TARGET
+    if args.workers and args.read_only:
+        print("cairnq-tui: --worker cannot be used with --read-only", file=sys.stderr)
+        return EXIT_BAD_TARGET
     try:
         target = args.resolved or parse_target(args.target, args.schema)
         if target.is_postgres and args.synchronous is not None:
             raise TargetError("--synchronous applies to SQLite targets only")
         synchronous: Literal["full", "normal"] = args.synchronous or "full"
-        notice = asyncio.run(check_target(target, read_only=args.read_only))
         store = make_store(target, read_only=args.read_only, synchronous=synchronous)
-    except TargetError as exc:
+        host = None
+        if args.workers:
+            # Loaded before the target is opened: a worker that cannot load must
+            # not leave a new database behind.
+            host = WorkerHost(
+                args.workers,
+                make_store=partial(make_store, target, read_only=False, synchronous=synchronous),
+                target_text=target.raw,
+                reference=store,
+            )
+            host.check()
+        notice = asyncio.run(check_target(target, read_only=args.read_only))
+    except (TargetError, HostError) as exc:
         print(f"cairnq-tui: {exc}", file=sys.stderr)
         return EXIT_BAD_TARGET
     except KeyboardInterrupt:
@@ -209,33 +225,38 @@ def launch(args: argparse.Namespace) -> int:
         max_depth=dict(args.max_depth),
         **settings_fields(args),
     )
-    host = None
-    if args.workers:
-        if args.read_only:
-            print("cairnq-tui: --worker cannot be used with --read-only", file=sys.stderr)
-            return EXIT_BAD_TARGET
-        try:
-            host = WorkerHost(
-                args.workers,
-                make_store=partial(make_store, target, read_only=False, synchronous=synchronous),
-                target_text=target.raw,
-                reference=store,
-            )
-        except HostError as exc:
-            print(f"cairnq-tui: {exc}", file=sys.stderr)
-            return EXIT_BAD_TARGET
     app = ConsoleApp(store, settings, host=host)
-    return run_hosting(app, host)
+    if not start_hosting(host):
+        if notice is not None:
+            _remove_sqlite_file(target.raw)  # created above for workers that never started
+        return EXIT_BAD_TARGET
+    return run_hosting(app, host, started=True)
 
 
-def run_hosting(app: ConsoleApp | Served, host: WorkerHost | None) -> int:
-    """Start the hosted workers, run the console (or server), then shut the workers down."""
+def _remove_sqlite_file(path: str) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(OSError):
+            os.remove(path + suffix)
+
+
+def start_hosting(host: WorkerHost | None) -> bool:
+    """Start the hosted workers; False (and one line on stderr) when one cannot start."""
     if host is not None:
         try:
             host.start()
         except HostError as exc:
             print(f"cairnq-tui: {exc}", file=sys.stderr)
-            return EXIT_BAD_TARGET
+            return False
+    return True
+
+
+def run_hosting(
+    app: ConsoleApp | Served, host: WorkerHost | None, *, started: bool = False
+) -> int:
+    """Start the hosted workers (unless ``started``), run the console (or server), then
+    shut them down."""
+    if not started and not start_hosting(host):
+        return EXIT_BAD_TARGET
     try:
         app.run()
     finally:

@@ -45,6 +45,8 @@ class ConsoleCommands(Provider):
                 action = binding.action.split("(")[0]
                 if app.read_only and action in keymap.CONTROL_ACTIONS:
                     continue
+                if action == "quit":
+                    continue  # Textual's own "Quit" is in the palette already
                 if action in {"quit", "help"} and view is None:
                     title = binding.description
                 elif action == "show_view":

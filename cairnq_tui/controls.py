@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cairnq_tui.formatting import clean, duration
+from cairnq_tui.formatting import clean, duration, quoted
 from cairnq_tui.messages import ControlFinished
 from cairnq_tui.screens.confirm import ConfirmScreen
 from cairnq_tui.screens.prompt import PromptScreen
 from cairnq_tui.screens.purge import PurgeRequest, PurgeScreen
 from cairnq_tui.screens.submit import SubmitRequest, SubmitScreen
-from engine import AlreadyExists, Task
+from engine import AlreadyExists, Task, TaskRef
 from engine.inspect import TaskFilter
 
 if TYPE_CHECKING:
@@ -45,9 +45,9 @@ class TaskLike(Protocol):
 
 
 def _describe_filter(flt: TaskFilter) -> str:
-    parts = [f"{k}={clean(v)!r}" for k in ("status", "queue", "name") if (v := getattr(flt, k))]
+    parts = [f"{k}={quoted(v)}" for k in ("status", "queue", "name") if (v := getattr(flt, k))]
     if flt.active_search:
-        parts.append(f"{flt.search_kind} search {clean(flt.search)!r}")
+        parts.append(f"{flt.search_kind} search {quoted(flt.search)}")
     return ", ".join(parts) or "no filter"
 
 
@@ -77,10 +77,13 @@ class Controls:
         *,
         confirm_label: str,
         reset_option: bool = False,
+        back: Callable[[], None] | None = None,
     ) -> None:
         def done(answer: dict[str, Any] | None) -> None:
             if answer is not None:
                 run(answer)
+            elif back is not None:
+                back()
 
         self.app.push_screen(
             ConfirmScreen(title, lines, confirm_label=confirm_label, reset_option=reset_option),
@@ -182,20 +185,20 @@ class Controls:
     async def _confirm_key_cancel(self, key: str) -> None:
         task = await self.app.client.get_by_key(key)
         if task is None:
-            self._finish(f"No task under key {key!r}.", "warning")
+            self._finish(f"No task under key {quoted(key)}.", "warning")
             return
-        lines = [f"key {clean(key)!r} → {task.id}  {clean(task.name)}", _cancel_effect(task.status)]
+        lines = [f"key {quoted(key)} → {task.id}  {clean(task.name)}", _cancel_effect(task.status)]
 
         async def job() -> None:
             after = await self.app.client.cancel_by_key(key)
             if after is None:
-                self._finish(f"Key {key!r}: nothing live to cancel.", "warning")
+                self._finish(f"Key {quoted(key)}: nothing live to cancel.", "warning")
             else:
-                self._finish(f"Key {key!r}: {after.id} is now {self._status_phrase(after)}.")
+                self._finish(f"Key {quoted(key)}: {after.id} is now {self._status_phrase(after)}.")
 
         self.app.call_later(
             self._confirm,
-            f"Cancel the task of key {key!r}?",
+            f"Cancel the task of key {quoted(key)}?",
             lines,
             lambda _: self._run(job, "cancel"),
             confirm_label="Cancel it",
@@ -266,29 +269,29 @@ class Controls:
     async def _confirm_key_retry(self, key: str) -> None:
         task = await self.app.client.get_by_key(key)
         if task is None:
-            self._finish(f"No task under key {key!r}.", "warning")
+            self._finish(f"No task under key {quoted(key)}.", "warning")
             return
         if task.status not in RETRYABLE:
             self._finish(
-                f"Key {key!r} points at {task.id}, which is {task.status}: not retryable.",
+                f"Key {quoted(key)} points at {task.id}, which is {task.status}: not retryable.",
                 "warning",
             )
             return
         lines = [
-            f"key {clean(key)!r} → {task.id}  {clean(task.name)}",
+            f"key {quoted(key)} → {task.id}  {clean(task.name)}",
             f"{task.status} → queued (attempt {task.attempt}/{task.max_attempts})",
         ]
 
         async def job(reset: bool) -> None:
             after = await self.app.client.retry_by_key(key, reset_attempt=reset)
             if after is None:
-                self._finish(f"Key {key!r}: nothing to retry any more.", "warning")
+                self._finish(f"Key {quoted(key)}: nothing to retry any more.", "warning")
             else:
-                self._finish(f"Key {key!r}: {after.id} requeued.")
+                self._finish(f"Key {quoted(key)}: {after.id} requeued.")
 
         self.app.call_later(
             self._confirm,
-            f"Retry the task of key {key!r}?",
+            f"Retry the task of key {quoted(key)}?",
             lines,
             lambda answer: self._run(lambda: job(answer["reset"]), "retry"),
             confirm_label="Retry it",
@@ -338,24 +341,47 @@ class Controls:
     def _confirm_submit(self, request: SubmitRequest | None) -> None:
         if request is None:
             return
+        if request.key and request.conflict == "replace":
+            # Confirm against the task the key points at now, not when the form opened.
+            async def look_up() -> None:
+                current = await self.app.client.get_status_by_key(str(request.key))
+                self.app.call_later(self._show_submit_confirmation, request, current, True)
+
+            self._run(look_up, "lookup")
+            return
+        self._show_submit_confirmation(request, None, False)
+
+    def _show_submit_confirmation(
+        self, request: SubmitRequest, current: TaskRef | None, looked_up: bool
+    ) -> None:
         lines = [
-            f"name {clean(request.name)!r} on queue {clean(request.queue)!r}",
+            f"name {quoted(request.name)} on queue {quoted(request.queue)}",
             f"payload {clean(request.payload_preview())}",
             f"priority {request.priority}, max attempts {request.max_attempts}, "
             f"delay {duration(request.delay_ms) if request.delay_ms else 'none'}",
         ]
         if request.key:
-            lines.append(f"key {clean(request.key)!r}, conflict {request.conflict!r}")
-            if request.conflict == "replace" and request.replacing:
+            lines.append(f"key {quoted(request.key)}, conflict {request.conflict!r}")
+        if looked_up:
+            if request.replacing and (current is None or current.id != request.replacing):
+                now = f"now points at {current.id} ({current.status})" if current else "is free now"
                 lines.append(
-                    f"{request.replacing} ({request.replacing_status}) is canceled if still live; "
+                    f"The key moved since this dialog opened: it {now}, "
+                    f"no longer at {request.replacing}."
+                )
+            if current is not None:
+                lines.append(
+                    f"{current.id} ({current.status}) is canceled if still live; "
                     "the key moves to the new task"
                 )
+            else:
+                lines.append("No task holds the key: the new task simply takes it")
         self._confirm(
             "Submit this task?",
             lines,
             lambda _: self._run(lambda: self._submit(request), "submit"),
             confirm_label="Submit",
+            back=lambda: self.submit(request),  # back to the filled form
         )
 
     async def _submit(self, request: SubmitRequest) -> None:
@@ -372,19 +398,23 @@ class Controls:
                 max_attempts=request.max_attempts,
             )
         except AlreadyExists:
+            holder = await self.app.client.get_status_by_key(str(request.key))
+            held = f"task {holder.id} ({holder.status})" if holder is not None else "a task"
             self._finish(
-                f"Rejected: key {request.key!r} already holds a task (AlreadyExists); "
+                f"Rejected (AlreadyExists): key {quoted(request.key)} already holds {held}; "
                 "nothing written.",
                 "warning",
+                open_task=holder.id if holder is not None else None,
             )
             return
         if before is not None and before.id == task.id:
             self._finish(
-                f"Reused the existing task {task.id} ({task.status}) under key {request.key!r}.",
+                f"Reused the existing task {task.id} ({task.status}) "
+                f"under key {quoted(request.key)}.",
                 open_task=task.id,
             )
             return
-        moved = f"; key {request.key!r} now points at it" if request.key else ""
+        moved = f"; key {quoted(request.key)} now points at it" if request.key else ""
         if before is not None and request.conflict == "replace":
             moved += f" (was {before.id})"
         self._finish(

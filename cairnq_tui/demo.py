@@ -10,7 +10,8 @@ The worker (``make_worker``, hosted like any ``--worker``) registers:
 - ``thumbnail`` — its own concurrency cap of 2, slow enough to hit it;
 - ``fetch.flaky`` — fails about half of its attempts and retries with backoff;
 - ``report.build`` — slow, reports progress step by step;
-- ``publish`` — submits a child ``render`` and waits for it (a handler wait);
+- ``publish`` — submits a child ``render`` and waits for it (a handler wait), but
+  not through a drain: this worker would be the one to run the render;
 - ``notify`` — quick, sometimes delayed by several seconds.
 
 ``traffic_plan(seed)`` is the submit sequence, a pure function of its seed, and
@@ -28,12 +29,24 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from engine import CairnQ, CairnQError, Conflict, Task, TaskContext, TaskStore, Worker
+from engine import (
+    CairnQ,
+    CairnQError,
+    Conflict,
+    Task,
+    TaskContext,
+    TaskStore,
+    TaskTimeout,
+    Worker,
+)
 
 QUEUES = ("default", "media", "search")
 RESOURCES = {"gpu": 1, "index": 2}
 DEFAULT_RATE = 20.0
 KEYS = 8
+#: ``publish`` waits on its render in steps of this long, for at most 60 s in all.
+PUBLISH_STEP_MS = 500
+PUBLISH_WAIT_STEPS = 120
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +154,19 @@ def make_worker(
     @worker.task("publish")
     async def publish(ctx: TaskContext, payload: dict[str, Any]) -> dict[str, Any]:
         child = await ctx.submit("render", {"n": payload.get("n", 0), "scene": "cover"})
-        done = await ctx.wait(child.id, timeout_ms=60_000)
-        return {"render": done.id, "status": done.status}
+        # The render is this worker's own work: once the worker drains (or stops) it
+        # will never claim it, so waiting on would only hold the drain for the full
+        # timeout and then fail. Wait in short steps and, when the worker no longer
+        # claims, finish without the render (it stays queued for the next run).
+        for _ in range(PUBLISH_WAIT_STEPS):
+            try:
+                done = await ctx.wait(child.id, timeout_ms=PUBLISH_STEP_MS, poll_ms=100)
+            except TaskTimeout:
+                if worker.snapshot().state in ("draining", "stopped"):
+                    return {"render": child.id, "status": "not waited: the worker is draining"}
+                continue
+            return {"render": done.id, "status": done.status}
+        raise TaskTimeout(child.id, timeout_ms=PUBLISH_STEP_MS * PUBLISH_WAIT_STEPS)
 
     @worker.task("notify")
     async def notify(ctx: TaskContext, payload: dict[str, Any]) -> None:

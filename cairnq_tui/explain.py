@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from cairnq_tui.formatting import clean, duration
+from cairnq_tui.formatting import clean, duration, quoted
 from engine import Task
 
 
@@ -29,7 +29,7 @@ def why_not_running(task: Task, now_ms: int) -> str:
         retry = f" (attempt {task.attempt + 1} of {task.max_attempts})" if task.attempt else ""
         return (
             f"Queued and due for {waited}{retry}: waiting for a worker on queue "
-            f"{clean(task.queue)!r} to claim it."
+            f"{quoted(task.queue)} to claim it."
         )
     if status == "running":
         parts = []

@@ -7,9 +7,10 @@ console must show those characters, never interpret them.
 
 from __future__ import annotations
 
-import unicodedata
+import re
 from collections.abc import Sequence
 
+from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 
 STATUS_STYLES = {
@@ -22,26 +23,63 @@ STATUS_STYLES = {
 SPARK_BARS = "▁▂▃▄▅▆▇█"
 
 
-def _visible(char: str) -> str:
-    # Control characters (C0, C1, DEL) would drive the terminal: show their code.
-    if unicodedata.category(char) == "Cc" and char not in "\t":
-        return f"\\x{ord(char):02x}"
-    return char
+#: Printable by Python's rules yet invisible or zero-width on a terminal: the
+#: Hangul fillers, the combining grapheme joiner, Khmer and Mongolian invisibles,
+#: and the variation selectors (they change an emoji's width on some terminals).
+_INVISIBLE = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\uffa0\ufe00-\ufe0f\U000e0100-\U000e01ef]"
+)
+
+
+def escape_char(char: str) -> str:
+    """One character as the console shows it: itself, or an escape if it is invisible.
+
+    Controls (C0, C1, DEL), format characters (zero-width spaces and joiners, BOM,
+    bidi overrides and isolates, tags), separators other than the space, private
+    use, unassigned code points and the invisibles of ``_INVISIBLE`` are shown as
+    ``\\x1b``, ``\\u200b`` or ``\\U000e0041``: what is there is always what is seen.
+    """
+    if char == " " or (char.isprintable() and not _INVISIBLE.match(char)):
+        return char
+    code = ord(char)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
 
 
 def clean(value: object) -> str:
-    """``value`` as a one-line string with every control character made visible."""
+    """``value`` as a one-line string, every invisible character shown as an escape.
+
+    The one escaping function of the console: table cells, the JSON tree, the
+    detail screen, keys, notifications and errors all go through it. A line
+    break shows as ``⏎``.
+    """
     text = "" if value is None else str(value)
-    if text.isprintable():
+    if text.isprintable() and not _INVISIBLE.search(text):
         return text
-    return "".join(_visible(c) for c in text.replace("\n", "⏎"))
+    return "".join(escape_char(c) for c in text.replace("\n", "⏎"))
+
+
+def quoted(value: object) -> str:
+    """``clean(value)`` in single quotes, for names and keys inside a sentence."""
+    return f"'{clean(value)}'"
+
+
+def short_id(value: str, *, head: int = 7, tail: int = 6) -> str:
+    """A long id as its start and its end (``worker_…K3F9QZ``): both are what people
+    match by eye; the detail screen shows it in full."""
+    if len(value) <= head + tail + 1:
+        return value
+    return f"{value[:head]}…{value[-tail:]}"
 
 
 def safe_text(value: object, style: str = "", *, limit: int | None = None) -> Text:
     """Literal text for a cell: never parsed as markup, control characters shown."""
     text = clean(value)
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 1] + "…"
+    if limit is not None and cell_len(text) > limit:
+        text = set_cell_size(text, limit - 1).rstrip() + "…"
     return Text(text, style=style, no_wrap=True, overflow="ellipsis")
 
 

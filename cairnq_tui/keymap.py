@@ -41,6 +41,10 @@ TASKS: list[BindingType] = [
     Binding("right_square_bracket", "page_older", "Older", key_display="]"),
     Binding("slash", "focus_search", "Search", key_display="/"),
     Binding("f", "focus_filters", "Filter", show=False),
+    Binding("Q", "focus_queue_filter", "Queue filter", key_display="Q", show=False),
+    Binding("N", "focus_name_filter", "Name filter", key_display="N", show=False),
+    Binding("x", "clear_filters", "Clear filters"),
+    Binding("o", "choose_columns", "Columns"),
     Binding("escape", "clear", "Clear", show=False),
 ]
 

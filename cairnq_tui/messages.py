@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from textual.message import Message
 
+from engine import TaskRef
 from engine.inspect import (
     CappedCount,
     KeyPage,
@@ -43,6 +44,8 @@ class QueuesRefreshed(DataMessage):
     latency: dict[str, QueueLatency]
     throughput: list[ThroughputBucket]
     headroom: dict[str, int]
+    #: Succeeded and failed per queue over the last 60 s (the rolling per-minute rates).
+    recent: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -55,6 +58,8 @@ class LeasesRefreshed(DataMessage):
 class KeysRefreshed(DataMessage):
     generation: int
     page: KeyPage
+    #: After a follow ended: where its key points now (None: nowhere, or no follow).
+    followed: TaskRef | None = None
 
 
 @dataclass

@@ -124,6 +124,10 @@ def _check_sqlite_file(path: str, read_only: bool) -> str | None:
     if found.kind in ("missing", "empty"):
         if read_only:
             raise TargetError(f"{path} does not exist yet; --read-only cannot create it.")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            # A mistyped path must not become a tree of new folders.
+            raise TargetError(f"cannot create {path}: the folder {folder} does not exist.")
         notice = f"Created a new cairnq database at {os.path.abspath(path)}"
     return notice
 
@@ -143,13 +147,28 @@ async def _connect(store: TaskStore, target: Target) -> None:
         raise TargetError(f"{where} speaks another cairnq protocol: {shown}") from None
     except SchemaMismatch as exc:
         await _close_quietly(store)
-        raise TargetError(f"wrong schema for {where}: {redact_dsn(str(exc))}") from None
+        raise TargetError(_wrong_schema(target, str(exc))) from None
     except StoreUnavailable as exc:
         await _close_quietly(store)
         raise TargetError(f"cannot open {where}: {redact_dsn(str(exc))}") from None
     except (CairnQError, OSError) as exc:
         await _close_quietly(store)
         raise TargetError(f"cannot open {where}: {redact_dsn(str(exc))}") from None
+
+
+def _wrong_schema(target: Target, detail: str) -> str:
+    """The target once, the schema the console looked in, and where the tables are."""
+    if target.schema is not None:
+        return (
+            f"wrong schema: looked in schema {target.schema!r} of {target.display}, "
+            "which does not exist or is not on the search path; check --schema."
+        )
+    looked = re.search(r"current schema is '([^']*)'", detail)
+    found = re.search(r"in schema\(s\) (.+?) but", detail)
+    where = f"schema {looked.group(1)!r}" if looked else "the session's current schema"
+    tables = f"; its cairnq tables are in {found.group(1)}" if found else ""
+    hint = f" (pass --schema {found.group(1).split(', ')[0]})" if found else ""
+    return f"wrong schema: looked in {where} of {target.display}{tables}{hint}."
 
 
 async def _close_quietly(store: TaskStore) -> None:

@@ -247,6 +247,23 @@ def normalise_id_prefix(text: str) -> str:
     return text
 
 
+def is_id_tail(flt: TaskFilter, total: CappedCount | None) -> bool:
+    """True when an id search matched no id prefix but could be the end of one.
+
+    The random part of an id is what people copy from logs; four or more Crockford
+    digits without the ``task_`` prefix are searched inside ids instead.
+    """
+    text = (flt.active_search or "").strip()
+    return (
+        flt.search_kind == "id"
+        and total is not None
+        and total.value == 0
+        and len(text) >= 4
+        and not text.lower().startswith("task_")
+        and set(text.upper()) <= _CROCKFORD
+    )
+
+
 class Inspector:
     """Bounded reads over one store, for a console that refreshes every second.
 
@@ -280,10 +297,15 @@ class Inspector:
     def _filter_params(self, flt: TaskFilter) -> dict[str, Any]:
         params: dict[str, Any] = {"status": flt.status, "queue": flt.queue, "name": flt.name}
         search = flt.active_search
-        if flt.search_kind == "id":
-            id_from, id_to = prefix_range(normalise_id_prefix(search)) if search else (None, None)
-            params.update(id_from=id_from, id_to=id_to)
-        elif flt.search_kind == "key" and search:
+        # Every statement that takes the id range gets it, open when there is no id
+        # search: an empty key or payload search is no search at all.
+        id_from, id_to = (
+            prefix_range(normalise_id_prefix(search))
+            if search and flt.search_kind == "id"
+            else (None, None)
+        )
+        params.update(id_from=id_from, id_to=id_to)
+        if flt.search_kind == "key" and search:
             params["key_from"], params["key_to"] = prefix_range(search)
         return params
 
@@ -347,7 +369,14 @@ class Inspector:
                 params.update(before_key=after, key_to=None)
         else:
             order = "id"
-            if flt.search_kind == "payload" and search:
+            if is_id_tail(flt, total):
+                # No id starts with the text: look for it inside the ids (people copy
+                # the end of an id), within a bounded window like a payload search.
+                name = "inspect_tasks_id_tail_older" if forward else "inspect_tasks_id_tail_newer"
+                scan_limit = self.payload_scan
+                params.update(text=(search or "").strip().upper(), scan_limit=scan_limit)
+                total = None
+            elif flt.search_kind == "payload" and search:
                 name = "inspect_tasks_payload_older" if forward else "inspect_tasks_payload_newer"
                 scan_limit = self.payload_scan
                 params.update(text=search, scan_limit=scan_limit)
@@ -457,6 +486,20 @@ class Inspector:
         """Every task name in the database, in order (one index seek per name)."""
         return [r["name"] for r in await self._read("inspect_names", {"limit": limit})]
 
+    async def names_containing(
+        self, text: str, *, limit: int = 20, scan: int = 10_000
+    ) -> list[str]:
+        """Task names containing ``text`` (plain text, case-sensitive), in name order.
+
+        At most ``scan`` distinct names are visited and ``limit`` returned.
+        """
+        if not text:
+            return []
+        rows = await self._read(
+            "inspect_names_containing", {"text": text, "scan": scan, "limit": limit}
+        )
+        return [r["name"] for r in rows]
+
     async def queue_counts(self, *, cap: int | None = None) -> dict[str, dict[str, CappedCount]]:
         """``{queue: {status: count}}`` for every queue, each count capped, zero-filled."""
         cap = self._cap(cap)
@@ -485,6 +528,20 @@ class Inspector:
         return [
             ThroughputBucket(r["queue"], r["status"], int(r["minute"]), int(r["n"])) for r in rows
         ]
+
+    async def recent_finished(self, *, window_ms: int = 60_000) -> dict[str, dict[str, int]]:
+        """``{queue: {"succeeded": n, "failed": n}}`` over the last ``window_ms`` (rolling).
+
+        Raises:
+            ValueError: ``window_ms`` below 1.
+        """
+        if window_ms < 1:
+            raise ValueError("window_ms must be >= 1")
+        rows = await self._read("inspect_recent_finished", {"since_ms": self.clock() - window_ms})
+        out: dict[str, dict[str, int]] = {}
+        for r in rows:
+            out.setdefault(r["queue"], {})[r["status"]] = int(r["n"])
+        return out
 
     # -- leases, keys, purge ---------------------------------------------------------------
 

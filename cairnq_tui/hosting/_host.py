@@ -22,7 +22,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
-from cairnq_tui.hosting._load import HostError, WorkerSpec, build_worker, import_module
+from cairnq_tui.hosting._load import (
+    HostError,
+    WorkerSpec,
+    build_worker,
+    find_attribute,
+    import_module,
+)
 from engine import TaskStore, Worker
 from engine.snapshots import WorkerSnapshot
 
@@ -374,6 +380,18 @@ class WorkerHost:
 
     def __bool__(self) -> bool:
         return bool(self.workers)
+
+    def check(self) -> None:
+        """Import every worker's module and find its attribute, starting nothing.
+
+        The command line calls this before it opens (and maybe creates) the
+        database, so a worker that cannot load leaves nothing behind.
+
+        Raises:
+            HostError: the first module that does not import or lacks its attribute.
+        """
+        for hosted in self.workers:
+            find_attribute(hosted.spec, import_module(hosted.spec, reload=False))
 
     def start(self) -> None:
         """Load and start every worker (blocking); all or none.

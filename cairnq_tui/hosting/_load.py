@@ -143,7 +143,7 @@ def import_module(spec: WorkerSpec, *, reload: bool) -> ModuleType:
         raise HostError(describe_error(spec, exc, _module_file(spec.module))) from None
 
 
-def _attribute(spec: WorkerSpec, module: ModuleType) -> object:
+def find_attribute(spec: WorkerSpec, module: ModuleType) -> object:
     value: object = module
     for part in spec.attr.split("."):
         if not hasattr(value, part):
@@ -184,7 +184,7 @@ def build_worker(
     Raises:
         HostError: a wrong attribute, a factory that fails or returns something else.
     """
-    value = _attribute(spec, module)
+    value = find_attribute(spec, module)
     if isinstance(value, Worker):
         return value
     if not callable(value):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cairnq_tui.formatting import quoted
 from cairnq_tui.hosting._host import HostedStatus
 from engine.snapshots import NameSnapshot, WorkerSnapshot
 
@@ -72,5 +73,5 @@ def hosted_reasons(
                 handled = True
                 reasons.extend(_name_reasons(hosted, snapshot, registered))
     if not handled:
-        return [f"no hosted worker handles {name!r} on queue {queue!r}"]
+        return [f"no hosted worker handles {quoted(name)} on queue {quoted(queue)}"]
     return reasons

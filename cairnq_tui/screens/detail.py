@@ -19,7 +19,15 @@ from textual.widgets import Collapsible, Header, Static
 
 from cairnq_tui import keymap
 from cairnq_tui.explain import clock_time, why_not_running
-from cairnq_tui.formatting import age, clean, lease_left, progress_bar, safe_text, status_text
+from cairnq_tui.formatting import (
+    age,
+    clean,
+    lease_left,
+    progress_bar,
+    quoted,
+    safe_text,
+    status_text,
+)
 from cairnq_tui.hosting import HostedStatus, hosted_reasons
 from cairnq_tui.messages import DetailRefreshed
 from cairnq_tui.widgets.json_tree import JsonTree
@@ -123,7 +131,7 @@ class TaskDetailScreen(ForwardWorkerErrors, Screen[None]):
         now = app.clock()
         title = self.query_one("#detail-title", Static)
         if self.detail is None:
-            what = f"key {clean(self.follow_key)!r}" if self.follow_key else clean(self.task_id)
+            what = f"key {quoted(self.follow_key)}" if self.follow_key else clean(self.task_id)
             title.update(
                 Text(f"{'Not found: ' if self.missing else 'Loading '}{what}", style="bold")
             )
@@ -138,7 +146,7 @@ class TaskDetailScreen(ForwardWorkerErrors, Screen[None]):
                 "  ",
                 status_text(t.status),
                 (
-                    f"  following key {clean(self.follow_key)!r}" if self.follow_key else "",
+                    f"  following key {quoted(self.follow_key)}" if self.follow_key else "",
                     "italic",
                 ),
             )

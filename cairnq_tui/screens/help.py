@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -31,19 +33,29 @@ class HelpScreen(ModalScreen[None]):
         self.read_only = read_only
 
     def compose(self) -> ComposeResult:
-        table = Table.grid(padding=(0, 2))
-        table.add_column(style="bold cyan", no_wrap=True)
-        table.add_column()
-        for title, bindings in keymap.SECTIONS:
-            table.add_row(Text(title, style="bold underline"), "")
+        # Section titles are lines of their own, not cells of the key column: the
+        # key column is as wide as the widest key, the same in every section.
+        key_width = max(
+            cell_len(_key_label(b)) for _, bindings in keymap.SECTIONS for b in bindings
+        )
+        key_width = max(key_width, cell_len("ctrl+p"))
+        parts: list[RenderableType] = []
+        for title, bindings in [*keymap.SECTIONS, ("Anywhere", [])]:
+            parts.append(Text(title, style="bold underline"))
+            table = Table.grid(padding=(0, 2))
+            table.add_column(style="bold cyan", no_wrap=True, width=key_width)
+            table.add_column(ratio=1)
             for binding in bindings:
                 action = binding.action.split("(")[0]
                 text = Text(binding.description)
                 if self.read_only and action in keymap.CONTROL_ACTIONS:
-                    text = Text(f"{binding.description} (disabled: read-only)", style="dim strike")
+                    text = Text.assemble(
+                        (binding.description, "dim strike"), (" (disabled: read-only)", "dim")
+                    )
                 table.add_row(_key_label(binding), text)
-            table.add_row("", "")
-        table.add_row("ctrl+p", "Command palette: every action and view")
+            if not bindings:
+                table.add_row("ctrl+p", "Command palette: every action and view")
+            parts += [table, Text("")]
         with VerticalScroll(classes="dialog help"):
             yield Static(Text("Keys", style="bold"), classes="dialog-title")
-            yield Static(table)
+            yield Static(Group(*parts))

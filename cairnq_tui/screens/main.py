@@ -105,7 +105,8 @@ class MainScreen(Screen[None]):
 
     def store_connected(self, message: StoreConnected) -> None:
         """Offer the database's queues and names in the filters."""
-        self.query_one(TasksView).set_choices(message.queues, message.names)
+        for view in self.query(TasksView):  # none while the screen is composed or torn down
+            view.set_choices(message.queues, message.names)
 
     def open_queue(self, queue: str) -> None:
         """Show the Tasks view filtered to ``queue``."""

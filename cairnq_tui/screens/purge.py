@@ -13,7 +13,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
 from cairnq_tui import keymap
-from cairnq_tui.formatting import parse_duration_ms
+from cairnq_tui.formatting import parse_duration_ms, quoted
+from cairnq_tui.widgets.field import Field
 from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine.inspect import CappedCount, Inspector
 
@@ -32,7 +33,7 @@ class PurgeRequest:
 
     def describe(self) -> str:
         parts = [
-            f"{k}={v!r}"
+            f"{k}={quoted(v)}"
             for k, v in (("status", self.status), ("queue", self.queue), ("name", self.name))
             if v
         ]
@@ -54,11 +55,19 @@ class PurgeScreen(ForwardWorkerErrors, ModalScreen[PurgeRequest | None]):
         with Vertical(classes="dialog"):
             yield Label(Text("Purge terminal tasks", style="bold"), classes="dialog-title")
             with Horizontal(classes="row"):
-                yield Input("7d", placeholder="older than (e.g. 1h, 7d)", id="older")
-                yield Select([(s, s) for s in TERMINAL], prompt="any status", id="status")
+                yield Field(
+                    "Completed more than … ago",
+                    Input("7d", placeholder="e.g. 1h, 7d (0 = any age)", id="older"),
+                )
+                yield Field(
+                    "Status",
+                    Select([(s, s) for s in TERMINAL], prompt="any terminal status", id="status"),
+                )
             with Horizontal(classes="row"):
-                yield Select([(q, q) for q in self.queues], prompt="any queue", id="queue")
-                yield Input(placeholder="name (optional)", id="name")
+                yield Field(
+                    "Queue", Select([(q, q) for q in self.queues], prompt="any queue", id="queue")
+                )
+                yield Field("Name", Input(placeholder="any name", id="name"))
             yield Static("", id="preview")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Purge…", variant="error", id="purge", disabled=True)
@@ -86,8 +95,14 @@ class PurgeScreen(ForwardWorkerErrors, ModalScreen[PurgeRequest | None]):
         problem: str | None = None
 
     def update_preview(self) -> None:
+        text = self.query_one("#older", Input).value
+        if not text.strip():
+            self.post_message(
+                self.Previewed(None, "Give a cutoff: e.g. 7d; 0 means every terminal task.")
+            )
+            return
         try:
-            older = parse_duration_ms(self.query_one("#older", Input).value or "0")
+            older = parse_duration_ms(text)
         except ValueError as exc:
             self.post_message(self.Previewed(None, str(exc)))
             return
@@ -111,7 +126,10 @@ class PurgeScreen(ForwardWorkerErrors, ModalScreen[PurgeRequest | None]):
             preview.update(Text(message.problem or "", style="red"))
             button.disabled = True
             return
-        preview.update(Text(f"Would delete {message.request.preview} task(s).", style="bold"))
+        every = " (any age: the cutoff is 0)" if message.request.older_than_ms == 0 else ""
+        preview.update(
+            Text(f"Would delete {message.request.preview} task(s){every}.", style="bold")
+        )
         button.disabled = message.request.preview.value == 0
 
     def on_button_pressed(self, event: Button.Pressed) -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
@@ -19,7 +20,8 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
 from cairnq_tui import keymap
-from cairnq_tui.formatting import clean, duration, parse_duration_ms
+from cairnq_tui.formatting import parse_duration_ms, quoted
+from cairnq_tui.widgets.field import Field
 from engine import CONFLICTS
 
 
@@ -93,43 +95,59 @@ class SubmitScreen(ModalScreen[SubmitRequest | None]):
 
     def compose(self) -> ComposeResult:
         p = self.prefill
-        title = f"Replace {p.replacing} (key {clean(p.key)!r})" if p.replacing else "Submit a task"
+        title = f"Replace {p.replacing} (key {quoted(p.key)})" if p.replacing else "Submit a task"
         with VerticalScroll(classes="dialog submit"):
             yield Label(Text(title, style="bold"), classes="dialog-title")
-            yield Input(
-                p.name,
-                placeholder="task name",
-                id="name",
-                suggester=SuggestFromList(self.names, case_sensitive=True),
+            yield Field(
+                "Task name (tab completes a known name)",
+                Input(
+                    p.name,
+                    placeholder="e.g. send_email",
+                    id="name",
+                    suggester=SuggestFromList(self.names, case_sensitive=True),
+                ),
             )
             yield Label("Payload (JSON)")
             yield TextArea(json.dumps(p.payload, indent=2, ensure_ascii=False), id="payload")
             yield Static("", id="payload-error", classes="error")
             with Horizontal(classes="row"):
-                yield Input(
-                    p.key or "", placeholder="key (optional)", id="key", disabled=bool(p.replacing)
+                yield Field(
+                    "Key (optional)",
+                    Input(p.key or "", placeholder="none", id="key", disabled=bool(p.replacing)),
                 )
-                yield Select(
-                    [(c, c) for c in CONFLICTS],
-                    value=p.conflict,
-                    allow_blank=False,
-                    id="conflict",
-                    disabled=bool(p.replacing),
+                yield Field(
+                    "If the key holds a task",
+                    Select(
+                        [(c, c) for c in CONFLICTS],
+                        value=p.conflict,
+                        allow_blank=False,
+                        id="conflict",
+                        disabled=bool(p.replacing),
+                    ),
                 )
             with Horizontal(classes="row"):
-                yield Input(
-                    p.queue,
-                    placeholder="queue",
-                    id="queue",
-                    suggester=SuggestFromList(self.queues, case_sensitive=True),
+                yield Field(
+                    "Queue",
+                    Input(
+                        p.queue,
+                        placeholder="default",
+                        id="queue",
+                        suggester=SuggestFromList(self.queues, case_sensitive=True),
+                    ),
                 )
-                yield Input(str(p.priority), placeholder="priority", id="priority")
-                yield Input(
-                    duration(p.delay_ms) if p.delay_ms else "0",
-                    placeholder="delay (e.g. 30s)",
-                    id="delay",
+                yield Field("Priority", Input(str(p.priority), placeholder="0", id="priority"))
+                yield Field(
+                    "Delay (e.g. 30s)",
+                    Input(
+                        f"{p.delay_ms / 1000:g}s" if p.delay_ms else "0",
+                        placeholder="0",
+                        id="delay",
+                    ),
                 )
-                yield Input(str(p.max_attempts), placeholder="max attempts", id="max_attempts")
+                yield Field(
+                    "Max attempts",
+                    Input(str(p.max_attempts), placeholder="3", id="max_attempts"),
+                )
             yield Static("", id="form-error", classes="error")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Submit…", variant="primary", id="submit")
@@ -138,6 +156,23 @@ class SubmitScreen(ModalScreen[SubmitRequest | None]):
     def on_mount(self) -> None:
         self.query_one("#name", Input).focus()
         self.validate()
+
+    def on_key(self, event: events.Key) -> None:
+        # Tab in the name field completes a known name, then always moves on. The
+        # completion is worked out here, not taken from the Input's suggestion
+        # (computed in a worker, so a quick Tab could arrive before it): a name
+        # typed in full stays as typed even if a longer known name starts with it.
+        name = self.query_one("#name", Input)
+        if event.key != "tab" or self.focused is not name:
+            return
+        event.stop()
+        event.prevent_default()
+        typed = name.value
+        if typed and typed not in self.names:
+            longer = [n for n in self.names if n.startswith(typed)]
+            if longer:
+                name.value = longer[0]
+        self.focus_next()
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
         self.validate()

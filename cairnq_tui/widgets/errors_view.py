@@ -1,5 +1,6 @@
 """The Errors view: what the hosted workers survived (``on_error`` reports) and their
-recent handler failures, newest first; enter shows the traceback.
+recent handler failures, newest first; enter shows the traceback. The view keeps
+every report it has seen (bounded), so a reload does not wipe the history.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ COLUMNS = [
     ("Error", "error"),
 ]
 
+#: The most reports the view keeps (reloads and the workers' own bounded histories
+#: would otherwise drop them).
+HISTORY_CAP = 500
+
 
 class ErrorsView(HostedView):
     """One row per report; ``enter`` opens its traceback."""
@@ -32,6 +37,8 @@ class ErrorsView(HostedView):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.reports: dict[str, tuple[str, ErrorReport]] = {}
+        #: Every report seen since the console started (newest HISTORY_CAP kept).
+        self.history: dict[str, tuple[str, str, ErrorReport]] = {}
 
     def compose_body(self) -> ComposeResult:
         yield KeyedTable(COLUMNS, id="errors-table")
@@ -52,7 +59,15 @@ class ErrorsView(HostedView):
                     base = f"{status.spec}/{kind}/{report.at_ms}/{report.task_id}"
                     seen[base] = seen.get(base, 0) + 1
                     entries.append((f"{base}/{seen[base]}", kind, status.spec, report))
+        # The console keeps what it has seen: a reloaded worker starts with an empty
+        # history, and the operator still wants the errors that led to the reload.
+        for key, kind, spec, report in entries:
+            self.history.setdefault(key, (kind, spec, report))
+        entries = [(key, *entry) for key, entry in self.history.items()]
         entries.sort(key=lambda e: e[3].at_ms, reverse=True)
+        if len(entries) > HISTORY_CAP:
+            entries = entries[:HISTORY_CAP]
+            self.history = {key: (kind, spec, r) for key, kind, spec, r in entries}
         self.reports = {key: (spec, report) for key, _, spec, report in entries}
         rows = [
             (

@@ -10,6 +10,7 @@ their own, so a drain that waits for slow calls never blocks the console.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,7 @@ from cairnq_tui.hosting import HostedStatus, HostedWorker, HostError
 from cairnq_tui.messages import DataMessage
 from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine.inspect import CappedCount, TaskFilter
-from engine.snapshots import WaitSnapshot
+from engine.snapshots import WaitSnapshot, WorkerSnapshot
 
 #: Backlog counts stop here (a count must never scan a whole table).
 BACKLOG_CAP = 10_000
@@ -53,7 +54,22 @@ class HostedRefreshed(DataMessage):
     backlog: dict[str, CappedCount] = field(default_factory=dict)
 
 
-def worker_line(status: HostedStatus, selected: bool) -> Text:
+def drain_waits(snapshot: WorkerSnapshot, now_ms: int) -> str:
+    """What a draining worker still waits for: its calls in flight, by name."""
+    by_name: dict[str, list[int]] = {}
+    for call in snapshot.calls:
+        by_name.setdefault(call.name, []).append(call.started_at_ms)
+    if not by_name:
+        return "drain: no call left, stopping"
+    parts = [
+        f"{clean(name)} ×{len(starts)} (oldest {duration(max(0, now_ms - min(starts)))})"
+        for name, starts in sorted(by_name.items(), key=lambda item: min(item[1]))
+    ]
+    calls = len(snapshot.calls)
+    return f"drain waits for {calls} call{'s' * (calls != 1)}: " + ", ".join(parts[:5])
+
+
+def worker_line(status: HostedStatus, selected: bool, now_ms: int | None = None) -> Text:
     """One hosted worker in the strip above each hosted view."""
     snap = status.snapshot
     parts: list[Text | str | tuple[str, str]] = [
@@ -73,6 +89,9 @@ def worker_line(status: HostedStatus, selected: bool) -> Text:
         parts.append(("  (stale)", "dim"))
     if status.error:
         parts.append(("\n    " + clean(status.error), "red"))
+    if snap is not None and status.state == "draining":
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        parts.append(("\n    " + drain_waits(snap, now), "yellow"))
     return Text.assemble(*parts)
 
 
@@ -139,7 +158,8 @@ class HostedView(ForwardWorkerErrors, Vertical):
             strip.update(Text(NO_HOST, style="dim"))
             return
         index = self.selected_index()
-        lines = [worker_line(s, i == index) for i, s in enumerate(self.statuses)]
+        now = self.now()
+        lines = [worker_line(s, i == index, now) for i, s in enumerate(self.statuses)]
         strip.update(Text("\n").join(lines))
 
     def draw(self) -> None:

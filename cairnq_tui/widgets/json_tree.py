@@ -36,7 +36,8 @@ class _LongString:
 
 def _scalar(value: Any) -> Text:
     if isinstance(value, str):
-        return Text(json.dumps(clean(value), ensure_ascii=False), style="green")
+        # Quoted by hand: json.dumps would escape the backslash of clean's escapes again.
+        return Text(f'"{clean(value)}"', style="green")
     if value is None or isinstance(value, bool):
         return Text(json.dumps(value), style="magenta")
     return Text(json.dumps(value), style="cyan")

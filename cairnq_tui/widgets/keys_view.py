@@ -18,11 +18,11 @@ from textual.containers import Vertical
 from textual.widgets import Input, Static
 
 from cairnq_tui import keymap
-from cairnq_tui.formatting import age, clean, duration, safe_text, status_text
+from cairnq_tui.formatting import age, duration, quoted, safe_text, status_text
 from cairnq_tui.messages import FollowUpdated, KeysRefreshed
 from cairnq_tui.widgets.keyed_table import KeyedTable
 from cairnq_tui.worker_errors import ForwardWorkerErrors
-from engine import TaskTimeout, active_waits
+from engine import TaskRef, TaskTimeout, active_waits
 from engine.inspect import KeyPage
 
 PAGE_SIZE = 50
@@ -55,6 +55,10 @@ class KeysView(ForwardWorkerErrors, Vertical):
         self.follow_task: str | None = None
         self.follow_done: str | None = None
         self.follow_status: str | None = None
+        #: When the follow ended (monotonic); its elapsed time stops there.
+        self.follow_ended: float | None = None
+        #: After the follow ended: the key's task as the last refresh found it.
+        self.followed_now: TaskRef | None = None
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="key prefix…", id="key-search")
@@ -88,8 +92,12 @@ class KeysView(ForwardWorkerErrors, Vertical):
         page = await self.app.inspector.keys_page(
             prefix, after=after, before=before, limit=PAGE_SIZE
         )
+        followed = None
+        if self.following is not None and self.follow_done is not None:
+            # The follow ended; the panel keeps showing where its key points now.
+            followed = await self.app.client.get_status_by_key(self.following)
         cost = (self.app.measure() - started) * 1000
-        self.post_message(KeysRefreshed(cost, generation, page))
+        self.post_message(KeysRefreshed(cost, generation, page, followed))
 
     def on_keys_refreshed(self, message: KeysRefreshed) -> None:
         message.stop()
@@ -97,6 +105,7 @@ class KeysView(ForwardWorkerErrors, Vertical):
             self.page = message.page
             if not message.page.has_previous:
                 self.after = self.before = None
+            self.followed_now = message.followed
             self.draw()
         self.app.refresh_drawn(message)
 
@@ -124,7 +133,7 @@ class KeysView(ForwardWorkerErrors, Vertical):
         self.table.sync(rows, sort_column="key")
         nav = [x for x, ok in (("[ previous", page.has_previous), ("] next", page.has_next)) if ok]
         info = f"{len(rows)} key(s)" + (
-            f" starting with {clean(self.prefix)!r}" if self.prefix else ""
+            f" starting with {quoted(self.prefix)}" if self.prefix else ""
         )
         self.query_one("#keys-info", Static).update(Text("  ·  ".join([info, *nav]), style="dim"))
         self.draw_follow()
@@ -141,6 +150,8 @@ class KeysView(ForwardWorkerErrors, Vertical):
         self.follow_task = None
         self.follow_done = None
         self.follow_status = None
+        self.follow_ended = None
+        self.followed_now = None
         self.follow(key)
         self.draw_follow()
 
@@ -186,8 +197,9 @@ class KeysView(ForwardWorkerErrors, Vertical):
             self.follow_task = current
         if snap is not None:
             self.follow_status = snap.last_status
-        if message.finished is not None:
+        if message.finished is not None and self.follow_done is None:
             self.follow_done = message.finished
+            self.follow_ended = time.monotonic()
         self.draw_follow()
 
     def draw_follow(self) -> None:
@@ -197,18 +209,31 @@ class KeysView(ForwardWorkerErrors, Vertical):
                 Text("w follows the highlighted key until its task is terminal.", style="dim")
             )
             return
-        elapsed = duration(int((time.monotonic() - self.follow_started) * 1000))
-        status = self.follow_status
-        head = Text.assemble(
-            ("Following ", "bold"),
-            safe_text(self.following, "bold cyan"),
-            f"  elapsed {elapsed}  now ",
-            Text(self.follow_task or "(key points nowhere yet)"),
-            " ",
-            status_text(self.follow_done or status),
-        )
-        if self.follow_done is not None:
-            head.append(f"  — finished: {self.follow_done}", style="bold")
+        end = self.follow_ended if self.follow_ended is not None else time.monotonic()
+        elapsed = duration(int((end - self.follow_started) * 1000))
+        if self.follow_done is None:
+            head = Text.assemble(
+                ("Following ", "bold"),
+                safe_text(self.following, "bold cyan"),
+                f"  elapsed {elapsed}  now ",
+                Text(self.follow_task or "(key points nowhere yet)"),
+                " ",
+                status_text(self.follow_status),
+            )
+        else:
+            head = Text.assemble(
+                ("Followed ", "bold"),
+                safe_text(self.following, "bold cyan"),
+                f" for {elapsed}  ",
+                Text(self.follow_task or "—"),
+                (f" — finished: {self.follow_done}", "bold"),
+            )
+            now = self.followed_now
+            if now is not None:
+                head.append("  · now ")
+                head.append(now.id if now.id != self.follow_task else "")
+                head.append(" " if now.id != self.follow_task else "")
+                head.append_text(status_text(now.status))
         lines = [head, *[Text(line, style="dim") for line in self.follow_history[-6:]]]
         panel.update(Text("\n").join(lines))
 

@@ -73,6 +73,7 @@ class QueuesView(ForwardWorkerErrors, Vertical):
         counts = await inspector.queue_counts(cap=QUEUE_COUNT_CAP) if with_counts else None
         latency = await inspector.queue_latency()
         throughput = await inspector.throughput(minutes=MINUTES)
+        recent = await inspector.recent_finished(window_ms=60_000)
         headroom = {}
         limits = app.settings.max_depth
         for queue in queues:
@@ -80,7 +81,9 @@ class QueuesView(ForwardWorkerErrors, Vertical):
             if limit is not None:
                 headroom[queue] = await app.client.queue_depth(queue, limit)
         cost = (self.app.measure() - started) * 1000
-        self.post_message(QueuesRefreshed(cost, queues, counts, latency, throughput, headroom))
+        self.post_message(
+            QueuesRefreshed(cost, queues, counts, latency, throughput, headroom, recent)
+        )
 
     def on_queues_refreshed(self, message: QueuesRefreshed) -> None:
         message.stop()
@@ -129,11 +132,11 @@ class QueuesView(ForwardWorkerErrors, Vertical):
             cells.append(Text("in " + duration(nxt - now)) if nxt else Text("—", style="dim"))
             done = per_minute[(queue, "succeeded")]
             failed = per_minute[(queue, "failed")]
-            last_full = current_minute - 1
-            cells.append(Text(str(done.get(last_full, 0)), style="green"))
-            cells.append(
-                Text(str(failed.get(last_full, 0)), style="red" if failed.get(last_full) else "dim")
-            )
+            # Rolling: what finished in the last 60 s, not in the last full minute.
+            recent = message.recent.get(queue, {})
+            done_60s, failed_60s = recent.get("succeeded", 0), recent.get("failed", 0)
+            cells.append(Text(str(done_60s), style="green"))
+            cells.append(Text(str(failed_60s), style="red" if failed_60s else "dim"))
             series = [
                 done.get(m, 0) + failed.get(m, 0)
                 for m in range(current_minute - MINUTES + 1, current_minute + 1)

@@ -37,6 +37,26 @@ SHORTFALL_STYLES = {
 }
 
 
+#: Worker states in which the last poll's shortfall is no longer the story.
+_NOT_CLAIMING = {
+    "paused": "worker paused (z resumes)",
+    "draining": "worker draining",
+    "stopped": "worker stopped",
+    "failed": "worker failed",
+    "starting": "worker starting",
+}
+
+
+def _why_less(state: str, shortfall: str | None, calls: int) -> Text:
+    """The reason a name gets less: the worker's own state first, then its last poll."""
+    if state in _NOT_CLAIMING:
+        text = _NOT_CLAIMING[state]
+        if state == "draining":
+            text += f" ({calls} call{'s' * (calls != 1)} to finish)"
+        return Text(text, style="bold yellow" if state != "failed" else "bold red")
+    return Text(shortfall or "—", style=SHORTFALL_STYLES.get(shortfall or "", "dim"))
+
+
 def _number(value: int | None) -> Text:
     return Text("—", style="dim") if value is None else Text(f"{value:,}")
 
@@ -73,10 +93,7 @@ class QuotasView(HostedView):
                             Text(str(backlog) if backlog is not None else "—"),
                             _number(name.offered),
                             Text(str(name.claimed)),
-                            Text(
-                                name.shortfall or "—",
-                                style=SHORTFALL_STYLES.get(name.shortfall or "", "dim"),
-                            ),
+                            _why_less(status.state, name.shortfall, snap.concurrency_used),
                         ],
                     )
                 )

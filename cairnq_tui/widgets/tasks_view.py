@@ -25,7 +25,9 @@ from cairnq_tui.formatting import (
     age,
     due_in,
     progress_bar,
+    quoted,
     safe_text,
+    short_id,
     status_text,
 )
 from cairnq_tui.messages import TasksRefreshed
@@ -35,6 +37,8 @@ from engine import STATUSES
 from engine.inspect import CappedCount, TaskFilter, TaskPage, TaskSummary
 
 PAGE_SIZE = 50
+#: The most task names one name filter matches (each is a page read and merged).
+NAME_MATCHES = 20
 #: The Key column has a fixed width: keys arrive after the page (a second read),
 #: and a column that widened when they did would shift every column to its right.
 KEY_WIDTH = 16
@@ -55,6 +59,32 @@ COLUMNS: list[ColumnSpec] = [
     ("Message", "message"),
 ]
 SEARCH_KINDS = [("id prefix", "id"), ("key prefix", "key"), ("payload text", "payload")]
+#: Columns the operator may hide or move (``o``); the selection mark stays first.
+CHOOSABLE = [spec[1] for spec in COLUMNS if spec[1] != "sel"]
+_SPECS = {spec[1]: spec for spec in COLUMNS}
+
+
+def parse_columns(text: str) -> list[str]:
+    """``"id, name, status"`` -> the column keys in that order.
+
+    Raises:
+        ValueError: an unknown or repeated column, or none at all.
+    """
+    chosen = [part.strip().lower() for part in text.replace(" ", ",").split(",") if part.strip()]
+    unknown = [c for c in chosen if c not in CHOOSABLE]
+    if unknown:
+        raise ValueError(
+            f"unknown column(s) {', '.join(unknown)}; choose from {', '.join(CHOOSABLE)}"
+        )
+    if len(set(chosen)) != len(chosen):
+        raise ValueError("a column is named twice")
+    if not chosen:
+        raise ValueError("name at least one column")
+    return chosen
+
+
+_INDEX = {spec[1]: i for i, spec in enumerate(COLUMNS)}
+_ALL = [spec[1] for spec in COLUMNS]
 
 
 class TasksView(ForwardWorkerErrors, Vertical):
@@ -74,16 +104,60 @@ class TasksView(ForwardWorkerErrors, Vertical):
         self.keys_pending = False
         self.generation = 0
         self.queue_options: list[str] = []
+        #: The names the name filter matched on the last refresh.
+        self.name_matches: list[str] = []
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="task-filters"):
             yield Select([(s, s) for s in STATUSES], prompt="any status", id="status-filter")
             yield Select([], prompt="any queue", id="queue-filter")
-            yield Input(placeholder="name", id="name-filter")
+            yield Input(placeholder="name contains", id="name-filter")
             yield Select(SEARCH_KINDS, value="id", allow_blank=False, id="search-kind")
             yield Input(placeholder="search…", id="search")
-        yield KeyedTable(COLUMNS, id="tasks-table")
+        yield self._new_table()
         yield Static("", id="tasks-info")
+
+    @property
+    def columns(self) -> list[str]:
+        """The chosen columns, in order (kept by the app for the whole session)."""
+        chosen = getattr(self.app, "task_columns", None)
+        return ["sel", *(chosen if chosen else CHOOSABLE)]
+
+    def _new_table(self) -> KeyedTable:
+        return KeyedTable([_SPECS[c] for c in self.columns], id="tasks-table")
+
+    def action_choose_columns(self) -> None:
+        from cairnq_tui.screens.prompt import PromptScreen
+
+        def chosen(text: str | None) -> None:
+            if text is None:
+                return
+            try:
+                columns = parse_columns(text)
+            except ValueError as exc:
+                self.app.notify(str(exc), severity="warning", markup=False)
+                return
+            self.app.task_columns = columns
+            self.call_later(self._replace_table)
+
+        current = ", ".join(self.columns[1:])
+        self.app.push_screen(
+            PromptScreen(
+                "Columns: leave one out to hide it, move it to reorder "
+                f"(all: {', '.join(CHOOSABLE)})",
+                "id, name, status, …",
+                current,
+            ),
+            chosen,
+        )
+
+    async def _replace_table(self) -> None:
+        old = self.table
+        await old.remove()
+        table = self._new_table()
+        await self.mount(table, before=self.query_one("#tasks-info"))
+        table.focus()
+        self.draw()
 
     @property
     def table(self) -> KeyedTable:
@@ -152,11 +226,21 @@ class TasksView(ForwardWorkerErrors, Vertical):
     ) -> None:
         started = self.app.measure()
         inspector = self.app.inspector
-        queues = self._queues_to_merge(flt)
-        if queues:
-            page = await self._merged_page(inspector, flt, queues, before, after)
+        queues: list[str | None] = [*self._queues_to_merge(flt)] or [flt.queue]
+        names: list[str | None] = [flt.name]
+        if flt.name:
+            # The name filter matches every name containing the text (at most
+            # NAME_MATCHES of them, found in SQL); none found: nothing matches.
+            found = await inspector.names_containing(flt.name, limit=NAME_MATCHES)
+            self.name_matches = found
+            names = list(found) or [flt.name]
+        filters = [replace(flt, queue=q, name=n) for q in queues for n in names]
+        if len(filters) > 1:
+            page = await self._merged_page(inspector, filters, before, after)
         else:
-            page = await inspector.tasks_page(flt, before=before, after=after, limit=PAGE_SIZE)
+            page = await inspector.tasks_page(
+                filters[0], before=before, after=after, limit=PAGE_SIZE
+            )
         cost = (self.app.measure() - started) * 1000
         self.post_message(TasksRefreshed(cost, generation, page))
 
@@ -182,16 +266,17 @@ class TasksView(ForwardWorkerErrors, Vertical):
     async def _merged_page(
         self,
         inspector: object,
-        flt: TaskFilter,
-        queues: list[str],
+        filters: list[TaskFilter],
         before: str | None,
         after: str | None,
     ) -> TaskPage:
+        # Several queues (--queue) or names (a name filter matching several): one
+        # page each, merged into one page.
         pages = [
             await inspector.tasks_page(  # type: ignore[attr-defined]
-                replace(flt, queue=q), before=before, after=after, limit=PAGE_SIZE
+                f, before=before, after=after, limit=PAGE_SIZE
             )
-            for q in queues
+            for f in filters
         ]
         order = pages[0].order
         rows = sorted(
@@ -234,12 +319,15 @@ class TasksView(ForwardWorkerErrors, Vertical):
         if page is None:
             return
         now = self.app.clock()
-        rows = [(r.id, self._cells(r, now)) for r in page.rows]
-        if page.order == "key":
-            self.table.sync(rows, sort_column="key")
-        else:
-            self.table.sync(rows, sort_column="id", reverse=True)
+        columns = self.columns
+        rows = [(r.id, self._pick(self._cells(r, now), columns)) for r in page.rows]
+        sort = "key" if page.order == "key" else "id"
+        self.table.sync(rows, sort_column=sort if sort in columns else None, reverse=sort == "id")
         self._draw_info()
+
+    @staticmethod
+    def _pick(cells: list[Text], columns: list[str]) -> list[Text]:
+        return cells if columns == _ALL else [cells[_INDEX[c]] for c in columns]
 
     def _cells(self, r: TaskSummary, now: int) -> list[Text]:
         key = r.key if r.key is not None else self.keys.get(r.id)
@@ -256,7 +344,7 @@ class TasksView(ForwardWorkerErrors, Vertical):
             Text(age(r.created_at_ms, now)),
             Text(age(r.updated_at_ms, now)),
             due_in(r.run_at_ms, now) if r.status == "queued" else Text("—", style="dim"),
-            safe_text(r.worker_id or "", limit=34),
+            safe_text(short_id(r.worker_id or "")),
             progress_bar(r.progress),
             safe_text(r.message or "", limit=60),
         ]
@@ -269,8 +357,10 @@ class TasksView(ForwardWorkerErrors, Vertical):
         if page.total is not None:
             parts.append(f"{len(page.rows)} shown of {page.total} matching")
         else:
+            what = "payload" if self.filter.search_kind == "payload" else "id (inside the id)"
             parts.append(
-                f"{len(page.rows)} payload matches (searching {page.scan_limit:,} tasks per page)"
+                f"{len(page.rows)} {what} matches "
+                f"(searching {page.scan_limit or 0:,} tasks per page)"
             )
         if self.selected:
             parts.append(f"{len(self.selected)} selected")
@@ -324,14 +414,31 @@ class TasksView(ForwardWorkerErrors, Vertical):
     def action_cancel(self) -> None:
         self.app.controls.cancel_tasks(self.targets())
 
+    def _bulk_filter(self) -> TaskFilter | None:
+        """The filter a bulk action works on: the name filter resolved to one name."""
+        flt = self.filter
+        if not flt.name:
+            return flt
+        if len(self.name_matches) == 1:
+            return replace(flt, name=self.name_matches[0])
+        self.app.notify(
+            f"{len(self.name_matches)} task names contain {quoted(flt.name)}: "
+            "narrow the name filter to one name first.",
+            severity="warning",
+            markup=False,
+        )
+        return None
+
     def action_cancel_matching(self) -> None:
-        self.app.controls.cancel_matching(self.filter)
+        if (flt := self._bulk_filter()) is not None:
+            self.app.controls.cancel_matching(flt)
 
     def action_retry(self) -> None:
         self.app.controls.retry_tasks(self.targets())
 
     def action_retry_matching(self) -> None:
-        self.app.controls.retry_matching(self.filter)
+        if (flt := self._bulk_filter()) is not None:
+            self.app.controls.retry_matching(flt)
 
     def action_replace(self) -> None:
         row = self.highlighted()
@@ -359,6 +466,34 @@ class TasksView(ForwardWorkerErrors, Vertical):
     def action_focus_filters(self) -> None:
         self.query_one("#status-filter", Select).focus()
 
+    def action_focus_queue_filter(self) -> None:
+        self.query_one("#queue-filter", Select).focus()
+
+    def action_focus_name_filter(self) -> None:
+        self.query_one("#name-filter", Input).focus()
+
+    def action_clear_filters(self) -> None:
+        """Every filter and the search back to "any" (one refresh, from the newest)."""
+        self._set_filters()
+        self.table.focus()
+
+    def _set_filters(self, *, queue: str | None = None) -> None:
+        # Changing the widgets one by one would post a Changed (and a refresh) each:
+        # hold those back, set them all, then apply once.
+        with self.prevent(Select.Changed, Input.Changed):
+            self.query_one("#status-filter", Select).clear()
+            select = self.query_one("#queue-filter", Select)
+            if queue is None:
+                select.clear()
+            else:
+                if queue not in self.queue_options:
+                    self.queue_options = [*self.queue_options, queue]
+                    select.set_options([(q, q) for q in self.queue_options])
+                select.value = queue
+            self.query_one("#name-filter", Input).value = ""
+            self.query_one("#search", Input).value = ""
+        self._apply_filter()
+
     def action_clear(self) -> None:
         if self.selected:
             self.selected.clear()
@@ -366,9 +501,6 @@ class TasksView(ForwardWorkerErrors, Vertical):
         self.table.focus()
 
     def show_queue(self, queue: str) -> None:
-        """Filter the view to one queue (from the Queues view)."""
-        select = self.query_one("#queue-filter", Select)
-        if queue not in self.queue_options:
-            self.queue_options = [*self.queue_options, queue]
-            select.set_options([(q, q) for q in self.queue_options])
-        select.value = queue
+        """Show one queue's tasks (from the Queues view): the queue replaces every
+        filter, so no status, name or search left from before narrows it unseen."""
+        self._set_filters(queue=queue)

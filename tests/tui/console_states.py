@@ -353,3 +353,21 @@ async def refreshed(pilot: Any) -> None:
     await settle(pilot)
     pilot.app.refresh_now(force=True)
     await settle(pilot)
+
+
+async def fill_submit(
+    pilot: Any, *, name: str, payload: str, key: str = "", conflict: str = "reuse"
+) -> Any:
+    """Fill the open submit dialog's fields (after ``n``)."""
+    from textual.widgets import Input, TextArea
+
+    from cairnq_tui.screens.submit import SubmitScreen
+
+    screen = pilot.app.screen
+    assert isinstance(screen, SubmitScreen)
+    screen.query_one("#name", Input).value = name
+    screen.query_one("#payload", TextArea).text = payload
+    screen.query_one("#key", Input).value = key
+    screen.query_one("#conflict").value = conflict  # type: ignore[attr-defined]
+    await pilot.pause()
+    return screen

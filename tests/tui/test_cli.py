@@ -17,7 +17,7 @@ import pytest
 
 from cairnq_tui import __version__
 from cairnq_tui.cli import main
-from cairnq_tui.target import check_target, make_store, parse_target
+from cairnq_tui.target import TargetError, check_target, make_store, parse_target
 from engine import PostgresStore
 from engine.store import redact_dsn
 
@@ -191,3 +191,38 @@ def test_synchronous_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         main(["launch", str(tmp_path / "a.db"), "--synchronous", "off"])
     assert exc.value.code == 2
     assert not (tmp_path / "a.db").exists()
+
+
+def test_a_missing_folder_is_an_error_and_nothing_is_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "nonexistent" / "dir"
+    with pytest.raises(TargetError, match="does not exist"):
+        asyncio.run(check_target(parse_target(str(folder / "x.db")), read_only=False))
+    assert not (tmp_path / "nonexistent").exists()
+    code, err = run(capsys, str(folder / "x.db"))
+    assert code == 2 and "does not exist" in err and str(folder) in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "nonexistent").exists()
+    # A new file in a folder that exists is still created, with its notice.
+    notice = asyncio.run(check_target(parse_target(str(tmp_path / "y.db")), read_only=False))
+    assert notice is not None and "Created a new cairnq database" in notice
+
+
+def test_a_wrong_schema_names_the_target_once_and_the_schema_looked_in(
+    pg_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def install() -> None:
+        store = PostgresStore(pg_database, schema="elsewhere")
+        await store.connect()
+        await store.close()
+
+    asyncio.run(install())
+    shown = redact_dsn(pg_database)
+    code, err = run(capsys, pg_database, "--schema", "nosuch")
+    assert code == 2 and err.count(shown) == 1, err
+    assert "looked in schema 'nosuch'" in err and "--schema" in err
+    code, err = run(capsys, pg_database)
+    assert code == 2 and err.count(shown) == 1, err
+    assert "looked in schema 'public'" in err and "elsewhere" in err
+    assert "pass --schema elsewhere" in err

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from console_states import demo_app, demo_rows, refreshed, settle
+from console_states import demo_app, demo_rows, fill_submit, refreshed, settle
 from textual.widgets import Button, Checkbox, Input, Static, TextArea
 
 from cairnq_tui.screens.confirm import ConfirmScreen
@@ -150,19 +150,6 @@ async def test_cancel_and_retry_by_key(demo_db: Path, db: SQLiteStore) -> None:
         await settle(pilot)
         await confirm(pilot, expect="failed → queued")
         assert (await db.get_by_key("invoice-1002")).status == "queued"  # type: ignore[union-attr]
-
-
-async def fill_submit(
-    pilot: Any, *, name: str, payload: str, key: str = "", conflict: str = "reuse"
-) -> SubmitScreen:
-    screen = pilot.app.screen
-    assert isinstance(screen, SubmitScreen)
-    screen.query_one("#name", Input).value = name
-    screen.query_one("#payload", TextArea).text = payload
-    screen.query_one("#key", Input).value = key
-    screen.query_one("#conflict").value = conflict  # type: ignore[attr-defined]
-    await pilot.pause()
-    return screen
 
 
 async def test_submit_validates_then_reports_new_reused_rejected(

@@ -4,6 +4,7 @@ on SQLite and Postgres showing each feature it promises.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from collections.abc import Callable, Iterator
@@ -114,3 +115,40 @@ async def test_demo_handlers_are_deterministic_with_a_seed(
                 assert (done.status, done.attempt) == ("succeeded", first_success)
             outcomes.add(done.attempt)
         assert len(outcomes) > 1  # the seed gives this test both retries and first-time successes
+
+
+async def test_draining_the_demo_worker_does_not_wait_on_its_own_children(
+    make_store: Callable[[], TaskStore], demo_host: WorkerHost
+) -> None:
+    from cairnq_tui.widgets.hosted_view import worker_line
+
+    async with CairnQ(make_store()) as client:
+        # Fill the gpu so the publishes' renders queue behind it, then publish.
+        for n in range(3):
+            await client.submit("render", {"n": n}, queue="media")
+        publishes = [
+            await client.submit("publish", {"n": 100 + n}, queue="media") for n in range(4)
+        ]
+
+        async def publishing() -> bool:
+            snap = (await status_of(demo_host)).snapshot
+            return snap is not None and any(c.name == "publish" for c in snap.calls)
+
+        await eventually(publishing, what="a publish call waiting on its render")
+        hosted = demo_host.workers[0]
+        drain = asyncio.ensure_future(hosted.drain())
+        seen_draining = ""
+        # Before, each waiting publish held the drain for its 60 s wait, then failed.
+        deadline = time.monotonic() + 30
+        while not drain.done() and time.monotonic() < deadline:
+            status = await status_of(demo_host)
+            if status.state == "draining":
+                seen_draining = str(worker_line(status, True))
+            await asyncio.sleep(0.05)
+        assert drain.done(), "the drain still waits on calls the worker will never finish"
+        await drain
+        if seen_draining:
+            assert "drain waits for" in seen_draining, seen_draining
+        for task in publishes:
+            done = await client.get(task.id)
+            assert done is not None and done.status != "failed", done

@@ -64,3 +64,22 @@ def test_demo_refuses_a_foreign_database(
     with pytest.raises(SystemExit):
         main(["demo", "--rate", "0"])
     assert "between 0.1 and 5000" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("spec", "setup"),
+    [
+        ("nosuchmod_xyz:worker", None),
+        ("broken_jobs:worker", "worker = 1 / 0\n"),
+        ("broken_jobs:nothing", "x = 1\n"),
+        ("broken_jobs:make", "def make(store):\n    raise RuntimeError('no')\n"),
+    ],
+)
+def test_a_worker_that_cannot_load_leaves_no_database(
+    in_folder: Path, capsys: pytest.CaptureFixture[str], spec: str, setup: str | None
+) -> None:
+    if setup is not None:
+        (in_folder / "broken_jobs.py").write_text(setup)
+    code, err = run(["launch", "x.db", "--worker", spec], capsys)
+    assert code == 2 and err.startswith("cairnq-tui: ") and "Traceback" not in err
+    assert sorted(p.name for p in in_folder.iterdir() if p.name.startswith("x.db")) == []

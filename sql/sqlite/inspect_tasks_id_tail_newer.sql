@@ -1,0 +1,26 @@
+-- inspect_tasks_id_tail_newer: tasks whose id contains :text (the random end of an id
+-- that someone copied, which a prefix range cannot find), oldest first, just newer than a cursor (the caller reverses it).
+-- Only the :scan_limit ids next to the cursor are looked at, read from the primary
+-- key alone; the few that match are then read in full. One page never reads more
+-- than :scan_limit index entries.
+-- Params: :text; :status, :queue, :name (NULL = any); :after_id (the cursor,
+-- NULL = from the oldest); :scan_limit; :limit.
+select id, name, queue, status, attempt, max_attempts, priority, worker_id, lease_until_ms,
+       run_at_ms, cancel_requested_at_ms, progress, substr(message, 1, 200) as message,
+       created_at_ms, updated_at_ms, completed_at_ms
+from cairnq_tasks
+where id in (
+    select window_ids.id
+    from (
+        select id from cairnq_tasks
+        where (:after_id is null or id > :after_id)
+        order by id asc
+        limit :scan_limit
+    ) as window_ids
+    where instr(id, :text) > 0
+)
+  and (:status is null or status = :status)
+  and (:queue is null or queue = :queue)
+  and (:name is null or name = :name)
+order by id asc
+limit :limit;
