@@ -39,6 +39,7 @@ from rich.console import RenderableType
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.cache import LRUCache
 from textual.widget import Widget
 from textual.widgets import DataTable
@@ -150,6 +151,24 @@ class KeyedTable(DataTable[RenderableType]):
             self.move_cursor(row=index, animate=False, scroll=True)
 
     # -- rendering ---------------------------------------------------------------------
+
+    async def _on_idle(self, event: events.Idle) -> None:
+        # DataTable measures new and edited cells here and widens their columns, but
+        # keeps ``_update_count`` (the key of its line, row and cell caches) as it was.
+        # A frame painted between ``add_row`` and this pass (a screen refresh that
+        # gets in first, as it does under load) left lines cut to the old widths in
+        # those caches, and they were drawn again until the next edit. New widths
+        # are a new state: bump the count so nothing painted before them is reused.
+        before = self._widths()
+        await super()._on_idle(event)
+        if self._widths() != before:
+            self._update_count += 1
+            self.refresh()
+
+    def _widths(self) -> list[int]:
+        return [self._label_column.content_width] + [
+            column.content_width for column in self.columns.values()
+        ]
 
     def watch_has_focus(self, has_focus: bool) -> None:
         self._focus_changing = True

@@ -121,3 +121,23 @@ async def test_focus_change_keeps_drawn_lines() -> None:
         await pilot.pause()
         drawn(table)
         assert calls == []  # every line came from the cache kept for the focused state
+
+
+async def test_lines_painted_before_the_width_pass_are_not_reused() -> None:
+    """A frame painted between ``sync`` and DataTable's idle width pass (a screen
+    refresh that gets in first under load) must not leave lines cut to the old widths."""
+    app = TableApp()
+    async with app.run_test(size=(100, 20)) as pilot:
+        table = app.query_one(KeyedTable)
+        await pilot.pause()
+        long_rows = [
+            (key, [Text(" "), Text(f"{key}-{'y' * 30}"), Text("succeeded"), Text("k")])
+            for key in ("a", "b", "c")
+        ]
+        table.sync(long_rows)
+        early = drawn(table)  # painted before the idle pass: columns still narrow
+        assert "a-yyyy" not in "".join(s.text for s in early[1])
+        await pilot.pause()  # the idle pass widens the ID and Status columns
+        line = "".join(s.text for s in drawn(table)[1])
+        assert f"a-{'y' * 30}" in line and "succeeded" in line
+        same(table)
