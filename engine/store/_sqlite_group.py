@@ -109,6 +109,9 @@ class GroupCommit:
         self._lock = threading.Lock()
         self._draining = False
         self._flush_scheduled = False
+        #: Callers of this process waiting for the connection (a keyed transaction,
+        #: a claim session). A drain defers to them: see ``waiting``.
+        self._waiters = 0
 
     def submit(self, sql: str, params: dict[str, Any], budget_s: float) -> asyncio.Future[Result]:
         """Queue a write (event-loop side); the future resolves after its COMMIT."""
@@ -123,11 +126,27 @@ class GroupCommit:
     def kick(self) -> None:
         """Hand waiting writes to the writer thread (after the owner let go)."""
         with self._lock:
-            # A scheduled inline flush will take them (and kicks if it cannot).
-            if self._draining or self._flush_scheduled or not self._queue:
+            # A scheduled inline flush will take them (and kicks if it cannot);
+            # a caller waiting for the connection goes first, and kicks after.
+            if self._draining or self._flush_scheduled or not self._queue or self._waiters:
                 return
             self._draining = True
         self._post(self._drain)
+
+    def waiting(self, change: int) -> None:
+        """A caller starts (+1) or stops (-1) waiting for the connection.
+
+        Without this a steady stream of group writes starved such a caller: the
+        drain let go of the connection between batches only for an instant, and
+        a caller asking every few milliseconds from its loop kept missing it
+        until its busy budget ran out. So while anyone waits, a drain ends after
+        its current batch and no new one starts; the caller's release kicks the
+        queue again, as does a caller that gives up.
+        """
+        with self._lock:
+            self._waiters += change
+        if change < 0:
+            self.kick()
 
     @property
     def idle(self) -> bool:
@@ -191,6 +210,10 @@ class GroupCommit:
                 finally:
                     self._owner.release()
                 self._on_commit()
+                with self._lock:
+                    if self._waiters:  # their release kicks the queue again
+                        self._draining = False
+                        return
         except BaseException:
             with self._lock:
                 self._draining = False

@@ -441,11 +441,15 @@ class SQLiteStore(TaskStore):
             deadline = time.monotonic() + self._busy_timeout_ms / 1000
             attempt = 0
             ran = False
+            waiting = False
             while True:
                 await self._session_free()
                 # Not owned: another thread's loop is flushing, or the writer
-                # thread is waiting out a lock for queued writes. Both are brief.
-                if self._owner.acquire(blocking=False):
+                # thread is waiting out a lock for queued writes. Both are brief,
+                # and a drain lets a caller that waits for it go next.
+                owned = self._owner.acquire(blocking=False)
+                waiting = self._still_waiting(waiting, owned)
+                if owned:
                     if off_loop:
                         try:
                             # The thread lets go of the connection itself, so a
@@ -471,9 +475,17 @@ class SQLiteStore(TaskStore):
                 await asyncio.sleep(min(backoff(attempt), remaining))
                 attempt += 1
         finally:
+            self._still_waiting(waiting, True)
             self._inflight -= 1
             if not self._inflight:
                 self._idle.set()
+
+    def _still_waiting(self, was_waiting: bool, owned: bool) -> bool:
+        """Tell the group when this caller starts or stops waiting for the connection."""
+        waiting = not owned
+        if waiting != was_waiting and self._group is not None:
+            self._group.waiting(1 if waiting else -1)
+        return waiting
 
     def _then_release(self, fn: Callable[..., R], *args: Any) -> R:
         """On the writer thread: ``fn(*args)``, then let go of the connection."""
@@ -862,25 +874,31 @@ class SQLiteStore(TaskStore):
         deadline = time.monotonic() + self._busy_timeout_ms / 1000
         attempt = 0
         self._refresh_statistics_if_due()
-        while True:
-            await self._session_lock.acquire()
-            # Inline, like _retrying: nothing here waits inside SQLite.
-            if self._owner.acquire(blocking=False):
-                try:
-                    recovered = sync.begin_with(raw, recover, recover_params)
-                    break
-                except sync.Busy:
-                    self._owner.release()
-                except BaseException:
-                    self._owner.release()
-                    self._end_session()
-                    raise
-            self._end_session()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise self._locked_error()
-            await asyncio.sleep(min(backoff(attempt), remaining))
-            attempt += 1
+        waiting = False
+        try:
+            while True:
+                await self._session_lock.acquire()
+                # Inline, like _retrying: nothing here waits inside SQLite.
+                owned = self._owner.acquire(blocking=False)
+                waiting = self._still_waiting(waiting, owned)
+                if owned:
+                    try:
+                        recovered = sync.begin_with(raw, recover, recover_params)
+                        break
+                    except sync.Busy:
+                        self._owner.release()
+                    except BaseException:
+                        self._owner.release()
+                        self._end_session()
+                        raise
+                self._end_session()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise self._locked_error()
+                await asyncio.sleep(min(backoff(attempt), remaining))
+                attempt += 1
+        finally:
+            self._still_waiting(waiting, True)
 
         async def draw(draw_names: Sequence[str] | None, limit: int) -> builtins.list[Task]:
             variant = self.draw_variant(queues, draw_names, limit)
