@@ -21,16 +21,15 @@ from typing import TYPE_CHECKING, Literal
 
 from cairnq_tui import __version__
 from cairnq_tui.config import ConfigError, apply_to_args, settings_fields
+from cairnq_tui.exits import EXIT_BAD_TARGET, refused
 from cairnq_tui.hosting import HostError, WorkerHost
 from cairnq_tui.serve import Served, add_serve_parser, serve
 from cairnq_tui.target import (
-    EXIT_BAD_TARGET,
     TargetError,
     cannot_open,
     check_target,
     make_store,
     parse_target,
-    refused,
 )
 
 if TYPE_CHECKING:

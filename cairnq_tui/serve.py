@@ -21,15 +21,14 @@ from functools import partial
 from typing import Any
 
 from cairnq_tui.config import SERVED_ENV
+from cairnq_tui.exits import EXIT_BAD_TARGET, refused
 from cairnq_tui.hosting import HostError, WorkerHost
 from cairnq_tui.target import (
-    EXIT_BAD_TARGET,
     TargetError,
     cannot_open,
     check_target,
     make_store,
     parse_target,
-    refused,
 )
 from engine.store import redact_dsn
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,8 +28,6 @@ from engine.inspect import describe_sqlite_file
 from engine.store import redact_dsn
 
 DEFAULT_TARGET = "tasks.db"
-#: The exit status of a refused command (a bad target or flags), after one line on stderr.
-EXIT_BAD_TARGET = 2
 _PG_SCHEMES = ("postgres://", "postgresql://")
 
 
@@ -50,12 +47,6 @@ class Target:
     @property
     def is_postgres(self) -> bool:
         return self.dialect == "postgres"
-
-
-def refused(message: str) -> int:
-    """Say ``message`` as the one ``cairnq-tui:`` line on stderr; the status to exit with."""
-    print(f"cairnq-tui: {message}", file=sys.stderr)
-    return EXIT_BAD_TARGET
 
 
 def cannot_open(raw: str | None, exc: BaseException) -> str:
