@@ -14,13 +14,14 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from cairnq_tui import __version__
 from cairnq_tui.config import ConfigError, apply_to_args, settings_fields
+from cairnq_tui.exits import EXIT_BAD_TARGET, refused
 from cairnq_tui.hosting import HostError, WorkerHost
 from cairnq_tui.serve import Served, add_serve_parser, serve
 from cairnq_tui.target import (
@@ -33,8 +34,6 @@ from cairnq_tui.target import (
 
 if TYPE_CHECKING:
     from cairnq_tui.app import ConsoleApp
-
-EXIT_BAD_TARGET = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,24 +134,23 @@ def _depth_limit(text: str) -> tuple[str, int]:
     return queue or "*", limit
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.05 <= value <= 3600:
-        raise argparse.ArgumentTypeError("must be between 0.05 and 3600 seconds")
-    return value
+def _number_within(low: float, high: float, unit: str) -> Callable[[str], float]:
+    """An argparse ``type`` for a number from ``low`` to ``high`` (``unit`` names it)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low:g} and {high:g} {unit}")
+        return value
+
+    return parse
 
 
-def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.1 <= value <= 5000:
-        raise argparse.ArgumentTypeError("must be between 0.1 and 5000 tasks per second")
-    return value
+_positive_float = _number_within(0.05, 3600, "seconds")
+_rate = _number_within(0.1, 5000, "tasks per second")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -167,8 +165,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         apply_to_args(args)  # a target NAME becomes its config's target and defaults
     except ConfigError as exc:
-        print(f"cairnq-tui: {exc}", file=sys.stderr)
-        return EXIT_BAD_TARGET
+        return refused(str(exc))
+    if args.workers and args.read_only:
+        return refused("--worker cannot be used with --read-only")
     return serve(args) if args.command == "serve" else launch(args)
 
 
@@ -180,15 +179,8 @@ def launch(args: argparse.Namespace) -> int:
 
     # Checked before the target is opened (and a new database created).
     if args.theme and args.theme not in BUILTIN_THEMES:
-        print(
-            f"cairnq-tui: unknown theme {args.theme!r}; "
-            f"choose one of {', '.join(sorted(BUILTIN_THEMES))}",
-            file=sys.stderr,
-        )
-        return EXIT_BAD_TARGET
-    if args.workers and args.read_only:
-        print("cairnq-tui: --worker cannot be used with --read-only", file=sys.stderr)
-        return EXIT_BAD_TARGET
+        themes = ", ".join(sorted(BUILTIN_THEMES))
+        return refused(f"unknown theme {args.theme!r}; choose one of {themes}")
     try:
         target = args.resolved or parse_target(args.target, args.schema)
         if target.is_postgres and args.synchronous is not None:
@@ -208,8 +200,7 @@ def launch(args: argparse.Namespace) -> int:
             host.check()
         notice = asyncio.run(check_target(target, read_only=args.read_only))
     except (TargetError, HostError) as exc:
-        print(f"cairnq-tui: {exc}", file=sys.stderr)
-        return EXIT_BAD_TARGET
+        return refused(str(exc))
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # never a traceback for the operator; say what broke
@@ -297,8 +288,7 @@ def demo(args: argparse.Namespace) -> int:
         finally:
             traffic.stop()
     except TargetError as exc:
-        print(f"cairnq-tui: {exc}", file=sys.stderr)
-        return EXIT_BAD_TARGET
+        return refused(str(exc))
     finally:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)

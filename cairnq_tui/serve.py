@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any
 
 from cairnq_tui.config import SERVED_ENV
+from cairnq_tui.exits import EXIT_BAD_TARGET, refused
 from cairnq_tui.hosting import HostError, WorkerHost
 from cairnq_tui.target import (
     TargetError,
@@ -31,7 +32,6 @@ from cairnq_tui.target import (
 )
 from engine.store import redact_dsn
 
-EXIT_BAD_TARGET = 2
 LOOPBACK = "127.0.0.1"
 
 
@@ -102,15 +102,10 @@ def serve(args: argparse.Namespace) -> int:
     read_only = args.read_only or not args.allow_writes
     if args.target and redact_dsn(args.target) != args.target:
         # The tabs' command line is shown by ps and printed by textual-serve.
-        print(
-            "cairnq-tui: serve will not pass a password on the consoles' command line: "
-            "drop it from the DSN and set PGPASSWORD, or name a target with password_env",
-            file=sys.stderr,
+        return refused(
+            "serve will not pass a password on the consoles' command line: "
+            "drop it from the DSN and set PGPASSWORD, or name a target with password_env"
         )
-        return EXIT_BAD_TARGET
-    if args.workers and args.read_only:
-        print("cairnq-tui: --worker cannot be used with --read-only", file=sys.stderr)
-        return EXIT_BAD_TARGET
     try:
         target = args.resolved or parse_target(args.target, args.schema)
         # A new SQLite file is created here when writes are allowed (or a worker runs).
@@ -123,8 +118,7 @@ def serve(args: argparse.Namespace) -> int:
                 target_text=target.raw,
             )
     except (TargetError, HostError) as exc:
-        print(f"cairnq-tui: {exc}", file=sys.stderr)
-        return EXIT_BAD_TARGET
+        return refused(str(exc))
     except Exception as exc:  # never a traceback for the operator; say what broke
         print(cannot_open(args.target, exc), file=sys.stderr)
         return EXIT_BAD_TARGET

@@ -33,6 +33,7 @@ from cairnq_tui.messages import DetailRefreshed
 from cairnq_tui.widgets.json_tree import JsonTree
 from cairnq_tui.widgets.key_footer import KeyFooter
 from cairnq_tui.widgets.status_bar import StatusBar
+from cairnq_tui.widgets.task_rows import ReadOnlyControls
 from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine import Task
 from engine.inspect import TaskDetail
@@ -46,7 +47,7 @@ def _when(ms: int | None, now: int) -> Text:
     return Text(f"{clock_time(ms)}  ({age(ms, now)}{' ago' if ms <= now else ''})")
 
 
-class TaskDetailScreen(ForwardWorkerErrors, Screen[None]):
+class TaskDetailScreen(ReadOnlyControls, ForwardWorkerErrors, Screen[None]):
     """Live detail of one task (or of whatever a key points at)."""
 
     BINDINGS = keymap.DETAIL
@@ -213,12 +214,6 @@ class TaskDetailScreen(ForwardWorkerErrors, Screen[None]):
             self.query_one(f"#json-{name}", JsonTree).show(getattr(t, name))
 
     # -- actions ---------------------------------------------------------------------------------
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        app: Any = self.app
-        if app.read_only and action in keymap.CONTROL_ACTIONS:
-            return None
-        return True
 
     def action_back(self) -> None:
         self.app.pop_screen()

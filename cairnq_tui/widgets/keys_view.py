@@ -21,6 +21,7 @@ from cairnq_tui import keymap
 from cairnq_tui.formatting import age, duration, quoted, safe_text, status_text
 from cairnq_tui.messages import FollowUpdated, KeysRefreshed
 from cairnq_tui.widgets.keyed_table import KeyedTable
+from cairnq_tui.widgets.task_rows import OpensTaskRows
 from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine import TaskRef, TaskTimeout, active_waits
 from engine.inspect import KeyPage
@@ -37,7 +38,7 @@ COLUMNS = [
 ]
 
 
-class KeysView(ForwardWorkerErrors, Vertical):
+class KeysView(OpensTaskRows, ForwardWorkerErrors, Vertical):
     """Prefix search over keys, paging, and a follow panel."""
 
     BINDINGS = keymap.KEYS
@@ -239,20 +240,11 @@ class KeysView(ForwardWorkerErrors, Vertical):
 
     # -- actions ---------------------------------------------------------------------------------
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if self.app.read_only and action in keymap.CONTROL_ACTIONS:
-            return None
-        return True
-
     def _highlighted_task(self) -> str | None:
         key = self.table.cursor_key
         if self.page is None or key is None:
             return None
         return next((k.task_id for k in self.page.rows if k.key == key), None)
-
-    def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
-        event.stop()
-        self.action_open_task()
 
     def action_open_task(self) -> None:
         task_id = self._highlighted_task()

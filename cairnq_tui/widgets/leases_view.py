@@ -18,6 +18,7 @@ from cairnq_tui import keymap
 from cairnq_tui.formatting import lease_left, progress_bar, safe_text
 from cairnq_tui.messages import LeasesRefreshed
 from cairnq_tui.widgets.keyed_table import KeyedTable
+from cairnq_tui.widgets.task_rows import OpensTaskRows
 from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine.inspect import LeaseInfo
 
@@ -35,7 +36,7 @@ COLUMNS = [
 WORKER_PREFIX = "worker:"
 
 
-class LeasesView(ForwardWorkerErrors, Vertical):
+class LeasesView(OpensTaskRows, ForwardWorkerErrors, Vertical):
     """A header row per worker (counts), then its tasks."""
 
     BINDINGS = keymap.LEASES
@@ -121,15 +122,6 @@ class LeasesView(ForwardWorkerErrors, Vertical):
     def highlighted(self) -> LeaseInfo | None:
         key = self.table.cursor_key
         return next((x for x in self.leases if x.id == key), None)
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if self.app.read_only and action in keymap.CONTROL_ACTIONS:
-            return None
-        return True
-
-    def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
-        event.stop()
-        self.action_open_task()
 
     def action_open_task(self) -> None:
         lease = self.highlighted()

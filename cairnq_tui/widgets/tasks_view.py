@@ -32,6 +32,7 @@ from cairnq_tui.formatting import (
 )
 from cairnq_tui.messages import TasksRefreshed
 from cairnq_tui.widgets.keyed_table import ColumnSpec, KeyedTable
+from cairnq_tui.widgets.task_rows import OpensTaskRows
 from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine import STATUSES
 from engine.inspect import CappedCount, TaskFilter, TaskPage, TaskSummary
@@ -87,7 +88,7 @@ _INDEX = {spec[1]: i for i, spec in enumerate(COLUMNS)}
 _ALL = [spec[1] for spec in COLUMNS]
 
 
-class TasksView(ForwardWorkerErrors, Vertical):
+class TasksView(OpensTaskRows, ForwardWorkerErrors, Vertical):
     """Filter bar, task table and a page line; refreshed by the app's loop."""
 
     BINDINGS = keymap.TASKS
@@ -375,11 +376,6 @@ class TasksView(ForwardWorkerErrors, Vertical):
 
     # -- actions ------------------------------------------------------------------------
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if self.app.read_only and action in keymap.CONTROL_ACTIONS:
-            return None
-        return True
-
     def highlighted(self) -> TaskSummary | None:
         key = self.table.cursor_key
         if self.page is None or key is None:
@@ -394,10 +390,6 @@ class TasksView(ForwardWorkerErrors, Vertical):
                 return chosen
         row = self.highlighted()
         return [row] if row else []
-
-    def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
-        event.stop()
-        self.action_open_task()
 
     def action_open_task(self) -> None:
         row = self.highlighted()

@@ -651,11 +651,17 @@ class TaskStore(abc.ABC):
     ) -> Task:
         """``complete`` committed in one transaction with ``await write(session)``.
 
+        On Postgres ``session`` is the psycopg ``AsyncConnection`` inside the open
+        transaction. With ``result`` None, what ``write`` returns becomes the result
+        (as cairnq's ``succeed_in``).
+
         Raises:
             UnsupportedBackend: this dialect has no caller-visible transaction
                 (only Postgres offers it).
+            LostLease: the task is not owned (the caller's write is rolled back).
+            SerializationError: ``result`` has no faithful JSON form.
         """
-        raise UnsupportedBackend(f"complete_in needs Postgres; this store is {self.dialect}")
+        return await self._owned_in("complete", task_id, worker_id, result, write)
 
     async def succeed_in(
         self,
@@ -668,9 +674,20 @@ class TaskStore(abc.ABC):
         """Raw ``succeed`` committed in one transaction with ``await write(session)``.
 
         Raises:
-            UnsupportedBackend: as for ``complete_in``.
+            UnsupportedBackend, LostLease, SerializationError: as for ``complete_in``.
         """
-        raise UnsupportedBackend(f"succeed_in needs Postgres; this store is {self.dialect}")
+        return await self._owned_in("succeed", task_id, worker_id, result, write)
+
+    async def _owned_in(
+        self,
+        name: str,
+        task_id: str,
+        worker_id: str,
+        result: Any,
+        write: Callable[[Any], Awaitable[Any]],
+    ) -> Task:
+        """Settle by statement ``name`` in the caller's transaction (a dialect that has one)."""
+        raise UnsupportedBackend(f"{name}_in needs Postgres; this store is {self.dialect}")
 
     @abc.abstractmethod
     async def protocol_version(self) -> int:

@@ -8,6 +8,7 @@ sleeps: every sleep keeps its timeout, so polling stays correct without them.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import threading
 import weakref
@@ -41,6 +42,22 @@ class _Waiter:
 
     def set(self) -> None:
         call_on_loop(self.loop, self.event.set)
+
+    async def woken(self, timeout_ms: float) -> bool:
+        """Wait up to ``timeout_ms``; True if ``set`` came first."""
+        try:
+            await asyncio.wait_for(self.event.wait(), max(0.0, timeout_ms) / 1000)
+            return True
+        except TimeoutError:
+            return False
+
+    def leave(self, table: dict[str, builtins.set[_Waiter]], key: str) -> None:
+        """Drop this waiter from ``table[key]``, and the key once no one waits there."""
+        waiters = table.get(key)
+        if waiters is not None:
+            waiters.discard(self)
+            if not waiters:
+                del table[key]
 
 
 _shared: weakref.WeakValueDictionary[str, Signals] = weakref.WeakValueDictionary()
@@ -133,18 +150,11 @@ class Signals:
             for q in names:
                 self._queue_waiters[q].add(waiter)
         try:
-            await asyncio.wait_for(waiter.event.wait(), max(0.0, timeout_ms) / 1000)
-            return True
-        except TimeoutError:
-            return False
+            return await waiter.woken(timeout_ms)
         finally:
             with self._lock:
                 for q in names:
-                    waiters = self._queue_waiters.get(q)
-                    if waiters is not None:
-                        waiters.discard(waiter)
-                        if not waiters:
-                            del self._queue_waiters[q]
+                    waiter.leave(self._queue_waiters, q)
                 self._pending_queued.difference_update(names)
 
     async def task_done_wake(self, task_id: str, timeout_ms: float) -> bool:
@@ -153,14 +163,7 @@ class Signals:
         with self._lock:
             self._done_waiters[task_id].add(waiter)
         try:
-            await asyncio.wait_for(waiter.event.wait(), max(0.0, timeout_ms) / 1000)
-            return True
-        except TimeoutError:
-            return False
+            return await waiter.woken(timeout_ms)
         finally:
             with self._lock:
-                waiters = self._done_waiters.get(task_id)
-                if waiters is not None:
-                    waiters.discard(waiter)
-                    if not waiters:
-                        del self._done_waiters[task_id]
+                waiter.leave(self._done_waiters, task_id)

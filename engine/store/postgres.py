@@ -938,42 +938,6 @@ class PostgresStore(TaskStore):
         self._after_write(task)
         return task
 
-    async def complete_in(
-        self,
-        *,
-        task_id: str,
-        worker_id: str,
-        result: Any = None,
-        write: Callable[[Any], Awaitable[Any]],
-    ) -> Task:
-        """``complete`` committed in one transaction with ``await write(conn)``.
-
-        ``conn`` is the psycopg ``AsyncConnection`` inside the open transaction.
-        With ``result`` None, what ``write`` returns becomes the result (as
-        cairnq's ``succeed_in``).
-
-        Raises:
-            LostLease: the task is not owned (the caller's write is rolled back).
-            SerializationError: ``result`` has no faithful JSON form.
-        """
-        return await self._owned_in("complete", task_id, worker_id, result, write)
-
-    async def succeed_in(
-        self,
-        *,
-        task_id: str,
-        worker_id: str,
-        result: Any = None,
-        write: Callable[[Any], Awaitable[Any]],
-    ) -> Task:
-        """Raw ``succeed`` committed in one transaction with ``await write(conn)``.
-
-        Raises:
-            LostLease: the task is not owned (the caller's write is rolled back).
-            SerializationError: ``result`` has no faithful JSON form.
-        """
-        return await self._owned_in("succeed", task_id, worker_id, result, write)
-
 
 class _MostRecentFirst(deque[Conn]):
     """A pool's idle list that hands out the most recently returned connection.
