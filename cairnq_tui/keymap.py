@@ -43,8 +43,8 @@ TASKS: list[BindingType] = [
     Binding("f", "focus_filters", "Filter", show=False),
     Binding("Q", "focus_queue_filter", "Queue filter", key_display="Q", show=False),
     Binding("N", "focus_name_filter", "Name filter", key_display="N", show=False),
-    Binding("x", "clear_filters", "Clear filters"),
-    Binding("o", "choose_columns", "Columns"),
+    Binding("x", "clear_filters", "Clear filters", show=False),
+    Binding("o", "choose_columns", "Columns", show=False),
     Binding("escape", "clear", "Clear", show=False),
 ]
 
