@@ -826,7 +826,8 @@ async def test_recovery_requeues_fails_or_cancels(store: TaskStore) -> None:
             and done_ids() >= {exhaust.id, cancel.id}
         )
     )
-    assert done_ids() == {exhaust.id, cancel.id}
+    # The channels are database-wide: other schemas' tasks may signal too.
+    assert done_ids() & {requeue.id, exhaust.id, cancel.id} == {exhaust.id, cancel.id}
 
 
 async def test_recovery_keeps_previous_error(store: TaskStore) -> None:
@@ -858,6 +859,8 @@ async def test_signals_for_submit_fail_and_retry(store: TaskStore) -> None:
     # signals again as they come back through NOTIFY.
     remaining = iter(signals)
     assert all(any(seen == wanted for seen in remaining) for wanted in expected), signals
-    assert set(signals) == set(expected)
+    # NOTIFY channels are database-wide, so other schemas' signals may come too.
+    ours = {s for s in signals if s.task_id in (None, task.id) and s.queue in (None, "q")}
+    assert ours == set(expected)
     if store.dialect == "sqlite":
         assert signals == expected
