@@ -413,3 +413,50 @@ def make(store):
         return not (await status_of(host)).stale
 
     await eventually(fresh, what="a fresh status once the loop is free again")
+
+
+async def test_shutdown_wakes_a_worker_waiting_out_a_long_poll(
+    modules: UserModules, make_store: Callable[[], TaskStore], client: CairnQ
+) -> None:
+    """Quitting never waits for a hosted worker's next poll: the worker is woken.
+
+    The worker polls once an hour and the shutdown's grace is an hour too, so a
+    shutdown that waited for the poll (or ran out its grace and cancelled the
+    worker) could not end within the test's deadline; one that wakes the worker
+    ends as soon as the worker has stopped by itself and its store is closed.
+    """
+    name = modules.write(
+        """
+from engine import Worker
+
+def make(store):
+    w = Worker(store, ["default"], poll_interval_ms=3_600_000)
+
+    @w.task("noop")
+    async def noop(ctx):
+        return "done"
+
+    return w
+"""
+    )
+    task = await client.submit("noop")  # claimed by the first poll, before the long wait
+    host = host_for([f"{name}:make"], make_store, client.store)
+    host.start()
+    try:
+
+        async def settled() -> bool:
+            status = await client.get_status(task.id)
+            return status is not None and status.status == "succeeded"
+
+        await eventually(settled, what="the task of the first poll to succeed")
+        polled = await wait_state(host, "running")
+        assert polled.snapshot is not None and polled.snapshot.polls >= 1
+        stopping = threading.Thread(target=host.shutdown, args=(3600.0,), daemon=True)
+        stopping.start()
+        await asyncio.to_thread(stopping.join, 60)  # a generous deadline, not a measurement
+        assert not stopping.is_alive(), "shutdown waited for the hour-long poll"
+        status = await status_of(host)
+        assert status.state == "stopped" and status.error is None
+        assert not host.workers[0]._thread.is_alive()
+    finally:
+        host.shutdown(1.0)
