@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import ClassVar, NamedTuple
 
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual import events
@@ -32,6 +33,11 @@ class FooterKey(NamedTuple):
     display: str
     description: str
     enabled: bool
+
+
+def drawn_width(item: FooterKey) -> int:
+    """The cells ``item`` takes in the footer: `` key description ``."""
+    return cell_len(f" {item.display} {item.description} ")
 
 
 class KeyFooter(Widget, can_focus=False):
@@ -134,15 +140,18 @@ class KeyFooter(Widget, can_focus=False):
             text.append(f"{item.description} ", description_style + extra)
             spans.append((start, text.cell_len, item))
 
+        # The palette key keeps its place at the right edge, after a separator; the
+        # other keys fill what is left, each whole or not at all (a key that does not
+        # fit is still pressed by its key, and listed in help and the palette).
+        palette = self.palette
+        room = self.size.width
+        if palette is not None:
+            room -= drawn_width(palette) + 1
         for item in self.keys:
+            if text.cell_len + drawn_width(item) > room:
+                break
             add(item)
-        if self.palette is not None:
-            # The palette key keeps its place at the right edge; the keys give way.
-            palette = self.palette
-            room = self.size.width - (len(palette.display) + len(palette.description) + 4)
-            if text.cell_len > room:
-                text.truncate(max(room, 0))
-                spans = [(a, min(b, room), item) for a, b, item in spans if a < room]
+        if palette is not None:
             text.append(" " * max(room - text.cell_len, 0))
             text.append("▏", separator_style)
             add(palette)

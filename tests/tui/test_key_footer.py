@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from console_states import SNAPSHOT_SIZE, demo_app, settle
 from textual.pilot import Pilot
 
@@ -118,3 +119,24 @@ async def test_hovering_a_key_highlights_only_that_key(demo_db: Path) -> None:
             != hovered.get_style_at_offset(app.console, x)
         ]
         assert changed and min(changed) >= start and max(changed) < end
+
+
+@pytest.mark.parametrize("width", [80, 120, 150, 200])
+async def test_every_key_drawn_is_whole_at_any_width(demo_db: Path, width: int) -> None:
+    """A key that does not fit is left out whole (at 150 columns Purge was drawn as
+    "P ▏"); it still works by its key and is listed in help and the palette."""
+    app = demo_app(demo_db)
+    async with app.run_test(size=(width, SNAPSHOT_SIZE[1])) as pilot:
+        await settle(pilot)
+        bar = footer(pilot)
+        drawn = bar.render()
+        assert drawn.cell_len == width
+        keys = [item for _, _, item in bar._spans if item is not bar.palette]
+        assert keys == list(bar.keys[: len(keys)])  # the first keys, in order
+        assert keys, "no key fits"
+        for start, end, item in bar._spans:
+            assert drawn.plain[start:end] == f" {item.display} {item.description} "
+        assert drawn.plain.endswith(" ^p palette ")
+        if len(keys) < len(bar.keys):
+            left_out = bar.keys[len(keys)]
+            assert f" {left_out.display} " not in drawn.plain[bar._spans[len(keys) - 1][1] :]
