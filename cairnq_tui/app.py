@@ -13,7 +13,6 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +26,19 @@ from textual.worker import WorkerState
 from cairnq_tui import keymap
 from cairnq_tui.clock import Clock, system_clock
 from cairnq_tui.commands import ConsoleCommands
+from cairnq_tui.console import Console
+from cairnq_tui.controls import Controls
 from cairnq_tui.formatting import clean
 from cairnq_tui.hosting import WorkerHost
 from cairnq_tui.messages import ControlFinished, DatabaseWoke, DataMessage, StoreConnected
+from cairnq_tui.screens.detail import TaskDetailScreen
 from cairnq_tui.screens.help import HelpScreen
 from cairnq_tui.screens.main import MainScreen
+from cairnq_tui.settings import (
+    Settings as Settings,  # (re-exported: tests and benches import it here)
+)
 from cairnq_tui.switching import GuardedControls, TargetCommands, pick_target
-from cairnq_tui.target import Target
+from cairnq_tui.widgets.console_node import DataNode
 from cairnq_tui.widgets.status_bar import StatusBar
 from engine import CairnQ, TaskStore, WatchSignal, active_waits
 from engine.inspect import Inspector
@@ -52,29 +57,6 @@ GC_YOUNG_THRESHOLD = 10_000
 SLOW_REFRESH_S = 1.0
 #: How often the console looks at the running refresh's age.
 WATCH_EVERY_S = 0.25
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What ``cairnq-tui launch`` was asked for."""
-
-    target: Target
-    read_only: bool = False
-    queues: tuple[str, ...] = ()
-    refresh_s: float = 1.0
-    theme: str | None = None
-    notice: str | None = None
-    max_depth: dict[str, int] = field(default_factory=dict)
-    #: Counts that may cost up to the cap run every this many ticks.
-    slow_every: int = 5
-    #: The config's name for the target (None for a literal path or DSN).
-    name: str | None = None
-    #: A ``danger = true`` target: warning colours, bulk actions ask for its name.
-    danger: bool = False
-    #: ``--config`` (None: the default location); ``:`` lists its targets.
-    config_path: str | None = None
-    #: ``--read-only`` was given: every target switched to stays read-only.
-    locked_read_only: bool = False
 
 
 class ConsoleApp(App[None]):
@@ -116,7 +98,7 @@ class ConsoleApp(App[None]):
         self.wait_registry = wait_registry
         self.client = CairnQ(store)
         self.inspector = Inspector(store, clock=clock)
-        self.controls = GuardedControls(self)
+        self.controls: Controls = GuardedControls(self)
         self.read_only = settings.read_only
         self.connected = False
         self.meta: dict[str, str] = {}
@@ -295,10 +277,10 @@ class ConsoleApp(App[None]):
         self.ticks += 1
         view.refresh_data()
 
-    def active_view(self) -> Any:
+    def active_view(self) -> DataNode | None:
         """The view that refreshes: the detail screen if shown, else the visible tab."""
         screen = self.screen
-        if hasattr(screen, "refresh_data"):
+        if isinstance(screen, DataNode):
             return screen
         for candidate in reversed(self.screen_stack):
             if isinstance(candidate, MainScreen):
@@ -459,6 +441,23 @@ class ConsoleApp(App[None]):
                 markup=False,
             )
 
+    def open_task(self, task_id: str | None, *, follow_key: str | None = None) -> None:
+        """Show the detail screen of a task (or of whatever ``follow_key`` points at)."""
+        if task_id is None and follow_key is None:
+            return
+        if isinstance(self.screen, TaskDetailScreen):
+            self.screen.show_task(task_id, follow_key=follow_key)
+        else:
+            self.push_screen(TaskDetailScreen(task_id, follow_key=follow_key))
+        self.refresh_now(force=True)
+
+    def open_queue(self, queue: str) -> None:
+        """Show the Tasks view filtered to ``queue``."""
+        for screen in self.screen_stack:
+            if isinstance(screen, MainScreen):
+                screen.open_queue(queue)
+                return
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(read_only=self.read_only))
@@ -494,5 +493,10 @@ class ConsoleApp(App[None]):
         # Summaries quote keys and names from the database: never parse them as markup.
         self.notify(clean(message.summary), severity=message.severity, markup=False)  # type: ignore[arg-type]
         if message.open_task or message.follow_key:
-            self.controls.open_task(message.open_task, follow_key=message.follow_key)
+            self.open_task(message.open_task, follow_key=message.follow_key)
         self.refresh_now(force=True)
+
+
+def _implements_console(app: ConsoleApp) -> Console:
+    """(For mypy: ``ConsoleApp`` is a ``Console``, what views and controls rely on.)"""
+    return app

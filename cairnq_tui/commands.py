@@ -14,6 +14,8 @@ from typing import Any
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from cairnq_tui import keymap
+from cairnq_tui.console import console_of
+from cairnq_tui.screens.main import MainScreen
 
 #: keymap section → the view its actions run in (None: the app itself).
 _SECTION_VIEWS = {
@@ -35,7 +37,7 @@ class ConsoleCommands(Provider):
     """Views and actions of the console."""
 
     def _commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
-        app: Any = self.app
+        console = console_of(self.app)
         out: list[tuple[str, str, Callable[[], Any]]] = []
         for section, bindings in keymap.SECTIONS:
             if section not in _SECTION_VIEWS:
@@ -43,7 +45,7 @@ class ConsoleCommands(Provider):
             view = _SECTION_VIEWS[section]
             for binding in bindings:
                 action = binding.action.split("(")[0]
-                if app.read_only and action in keymap.CONTROL_ACTIONS:
+                if console.read_only and action in keymap.CONTROL_ACTIONS:
                     continue
                 if action == "quit":
                     continue  # Textual's own "Quit" is in the palette already
@@ -60,19 +62,20 @@ class ConsoleCommands(Provider):
                         partial(self._run, view, binding.action),
                     )
                 )
-        if not app.read_only:
+        if not console.read_only:
             for title, help_text, view, action in _EXTRA:
                 out.append((title, help_text, partial(self._run, view, action)))
         return out
 
     async def _run(self, view: str | None, action: str) -> None:
-        app: Any = self.app
+        app = self.app
         if view is None:
             await app.run_action(action)
             return
-        app.action_show_view(view)
+        console_of(app).action_show_view(view)
         main = app.screen
-        await app.run_action(action, default_namespace=main.active_view())
+        namespace = main.active_view() if isinstance(main, MainScreen) else None
+        await app.run_action(action, default_namespace=namespace)
 
     async def discover(self) -> Hits:
         for title, help_text, callback in self._commands():

@@ -4,13 +4,17 @@ Every control shows a dialog that says exactly what will change, and only then
 runs the write in a worker (group ``control``) through the engine's client. The
 outcome comes back as a ``ControlFinished`` message. In read-only mode nothing
 here runs (the actions are disabled, and the store refuses writes anyway).
+
+The controls see the app as a ``Console`` (``console.py``), so this module does
+not import the app, which builds them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Protocol
 
+from cairnq_tui.console import Console
 from cairnq_tui.formatting import clean, duration, quoted
 from cairnq_tui.messages import ControlFinished
 from cairnq_tui.screens.confirm import ConfirmScreen
@@ -19,9 +23,6 @@ from cairnq_tui.screens.purge import PurgeRequest, PurgeScreen
 from cairnq_tui.screens.submit import SubmitRequest, SubmitScreen
 from engine import AlreadyExists, Task, TaskRef
 from engine.inspect import TaskFilter
-
-if TYPE_CHECKING:
-    from cairnq_tui.app import ConsoleApp
 
 #: The most tasks one "all matching" cancel or retry touches.
 BULK_CAP = 1_000
@@ -60,7 +61,7 @@ def _cancel_effect(status: str) -> str:
 class Controls:
     """Dialogs and workers for every write; owned by the app."""
 
-    def __init__(self, app: ConsoleApp) -> None:
+    def __init__(self, app: Console) -> None:
         self.app = app
 
     def _allowed(self) -> bool:
@@ -90,7 +91,7 @@ class Controls:
             done,
         )
 
-    def _run(self, job: Callable[[], Awaitable[Any]], name: str) -> None:
+    def _run(self, job: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
         self.app.run_worker(job(), group="control", name=name, exit_on_error=False)
 
     def _finish(self, summary: str, severity: str = "information", **kwargs: Any) -> None:
@@ -462,17 +463,3 @@ class Controls:
             if len(batch) < 1_000:
                 break
         self._finish(f"Purged {total:,} task(s).")
-
-    # -- navigation helpers used by views ---------------------------------------------------------
-
-    def open_task(self, task_id: str | None, *, follow_key: str | None = None) -> None:
-        """Show the detail screen of a task (or of whatever ``follow_key`` points at)."""
-        from cairnq_tui.screens.detail import TaskDetailScreen
-
-        if task_id is None and follow_key is None:
-            return
-        if isinstance(self.app.screen, TaskDetailScreen):
-            self.app.screen.show_task(task_id, follow_key=follow_key)
-        else:
-            self.app.push_screen(TaskDetailScreen(task_id, follow_key=follow_key))
-        self.app.refresh_now(force=True)

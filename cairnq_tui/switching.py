@@ -17,21 +17,19 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cairnq_tui import config
 from cairnq_tui.commands import ConsoleCommands
+from cairnq_tui.console import Console, console_of
 from cairnq_tui.controls import Controls
 from cairnq_tui.formatting import clean
 from cairnq_tui.screens.targets import TargetPickerScreen, TypeNameScreen
 from cairnq_tui.target import TargetError, check_target, make_store
 from engine.inspect import TaskFilter
 
-if TYPE_CHECKING:
-    from cairnq_tui.app import ConsoleApp
 
-
-def _why_not(app: ConsoleApp) -> str | None:
+def _why_not(app: Console) -> str | None:
     if app.host is not None:
         return "This console hosts workers (--worker) on its target: it cannot switch."
     if os.environ.get(config.SERVED_ENV) == "1":
@@ -39,7 +37,7 @@ def _why_not(app: ConsoleApp) -> str | None:
     return None
 
 
-def _targets(app: ConsoleApp) -> config.Config | None:
+def _targets(app: Console) -> config.Config | None:
     """The config's targets now (read again, so edits show), or None after a notice."""
     why = _why_not(app)
     if why is not None:
@@ -56,7 +54,7 @@ def _targets(app: ConsoleApp) -> config.Config | None:
     return found
 
 
-def pick_target(app: ConsoleApp) -> None:
+def pick_target(app: Console) -> None:
     """``:``: ask which target to show, then switch to it."""
     found = _targets(app)
     if found is None:
@@ -70,7 +68,7 @@ def pick_target(app: ConsoleApp) -> None:
     app.push_screen(TargetPickerScreen(listed, app.settings.name), chosen)
 
 
-def switch_to(app: ConsoleApp, named: config.NamedTarget) -> None:
+def switch_to(app: Console, named: config.NamedTarget) -> None:
     """Check ``named`` in a worker, then point the console at it."""
 
     async def job() -> None:
@@ -109,7 +107,7 @@ class TargetCommands(ConsoleCommands):
     """ "Switch to target NAME" for every target of the config."""
 
     def _commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
-        app: Any = self.app
+        app = console_of(self.app)
         if _why_not(app) is not None:
             return []
         try:

@@ -7,11 +7,8 @@ countdown is redrawn every second from the clock between refreshes.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.table import Table
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
@@ -30,11 +27,10 @@ from cairnq_tui.formatting import (
 )
 from cairnq_tui.hosting import HostedStatus, hosted_reasons
 from cairnq_tui.messages import DetailRefreshed
+from cairnq_tui.widgets.console_node import DataNode
 from cairnq_tui.widgets.json_tree import JsonTree
 from cairnq_tui.widgets.key_footer import KeyFooter
 from cairnq_tui.widgets.status_bar import StatusBar
-from cairnq_tui.widgets.task_rows import ReadOnlyControls
-from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine import Task
 from engine.inspect import TaskDetail
 
@@ -47,7 +43,7 @@ def _when(ms: int | None, now: int) -> Text:
     return Text(f"{clock_time(ms)}  ({age(ms, now)}{' ago' if ms <= now else ''})")
 
 
-class TaskDetailScreen(ReadOnlyControls, ForwardWorkerErrors, Screen[None]):
+class TaskDetailScreen(DataNode, Screen[None]):
     """Live detail of one task (or of whatever a key points at)."""
 
     BINDINGS = keymap.DETAIL
@@ -74,16 +70,16 @@ class TaskDetailScreen(ReadOnlyControls, ForwardWorkerErrors, Screen[None]):
         yield KeyFooter()
 
     def on_mount(self) -> None:
-        app: Any = self.app
+        console = self.console
         bar = self.query_one(StatusBar)
-        main_bar = app.status_bar()
+        main_bar = console.status_bar()
         if main_bar is not None:
             bar.target, bar.dialect, bar.versions = (
                 main_bar.target,
                 main_bar.dialect,
                 main_bar.versions,
             )
-        bar.read_only = app.read_only
+        bar.read_only = console.read_only
         self.set_interval(1.0, self.draw)
         self.draw()
 
@@ -99,37 +95,31 @@ class TaskDetailScreen(ReadOnlyControls, ForwardWorkerErrors, Screen[None]):
     # -- refresh ------------------------------------------------------------------------------
 
     def refresh_data(self) -> None:
-        self.load(self.task_id, self.follow_key)
+        task_id, follow_key = self.task_id, self.follow_key
+        self.start_read(lambda: self.read_task(task_id, follow_key))
 
-    @work(exclusive=True, group="refresh", exit_on_error=False)
-    async def load(self, task_id: str | None, follow_key: str | None) -> None:
-        started = self.app.measure()
-        app: Any = self.app
+    async def read_task(self, task_id: str | None, follow_key: str | None) -> DetailRefreshed:
+        console = self.console
         if follow_key is not None:
-            task = await app.client.get_by_key(follow_key)
+            task = await console.client.get_by_key(follow_key)
             task_id = task.id if task is not None else task_id
-        detail = await app.inspector.task_detail(task_id) if task_id else None
-        if getattr(app, "host", None):
-            self.hosted = await app.host.statuses()
-        cost = (self.app.measure() - started) * 1000
-        self.post_message(DetailRefreshed(cost, detail))
+        detail = await console.inspector.task_detail(task_id) if task_id else None
+        if console.host:
+            self.hosted = await console.host.statuses()
+        return DetailRefreshed(0.0, detail)
 
     def on_detail_refreshed(self, message: DetailRefreshed) -> None:
-        message.stop()
-        app: Any = self.app
         self.missing = message.detail is None
         if message.detail is not None:
             self.detail = message.detail
             self.task_id = message.detail.task.id
         bar = self.query_one(StatusBar)
         bar.cost_ms = message.cost_ms
-        bar.state = app.refresh_state()
-        self.draw()
-        app.refresh_drawn(message)
+        bar.state = self.console.refresh_state()
+        self.drawn(message)
 
     def draw(self) -> None:
-        app: Any = self.app
-        now = app.clock()
+        now = self.console.clock()
         title = self.query_one("#detail-title", Static)
         if self.detail is None:
             what = f"key {quoted(self.follow_key)}" if self.follow_key else clean(self.task_id)
@@ -220,14 +210,14 @@ class TaskDetailScreen(ReadOnlyControls, ForwardWorkerErrors, Screen[None]):
 
     def action_cancel(self) -> None:
         if self.detail is not None:
-            self.app.controls.cancel_tasks([self.detail.task])
+            self.console.controls.cancel_tasks([self.detail.task])
 
     def action_retry(self) -> None:
         if self.detail is not None:
-            self.app.controls.retry_tasks([self.detail.task])
+            self.console.controls.retry_tasks([self.detail.task])
 
     def action_replace(self) -> None:
         if self.detail is None or not self.detail.keys:
             self.app.notify("Replace works on a task that a key points at.", severity="warning")
             return
-        self.app.controls.replace(self.detail.task.id, self.detail.keys[0])
+        self.console.controls.replace(self.detail.task.id, self.detail.keys[0])

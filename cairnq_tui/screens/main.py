@@ -8,14 +8,13 @@ app refreshes whichever tab is visible.
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Header, TabbedContent, TabPane
 
 from cairnq_tui.messages import StoreConnected
 from cairnq_tui.widgets.calls_view import CallsView
+from cairnq_tui.widgets.console_node import ConsoleNode, DataView
 from cairnq_tui.widgets.errors_view import ErrorsView
 from cairnq_tui.widgets.key_footer import KeyFooter
 from cairnq_tui.widgets.keys_view import KeysView
@@ -41,7 +40,7 @@ VIEWS = {
 }
 
 
-class MainScreen(Screen[None]):
+class MainScreen(ConsoleNode, Screen[None]):
     """Tabs for every view; switching tabs refreshes the new one at once."""
 
     def compose(self) -> ComposeResult:
@@ -58,23 +57,24 @@ class MainScreen(Screen[None]):
         #: The tabs and the views by name, found once: a query walks the whole DOM,
         #: and a view switch would otherwise run several.
         self._tabs: TabbedContent | None = None
-        self._views: dict[str, Any] = {}
+        self._views: dict[str, DataView] = {}
 
     def on_mount(self) -> None:
         self._tabs = self.query_one("#views", TabbedContent)
-        self._views = {name: self.query_one(f"#{name}-view") for name in VIEWS}
-        app: Any = self.app
+        self._views = {name: self.query_one(f"#{name}-view", DataView) for name in VIEWS}
+        console = self.console
+        settings = console.settings
         bar = self.query_one(StatusBar)
-        bar.target = app.settings.target.display + (
-            f" (schema {app.settings.target.schema})" if app.settings.target.schema else ""
+        bar.target = settings.target.display + (
+            f" (schema {settings.target.schema})" if settings.target.schema else ""
         )
-        bar.dialect = app.store.dialect
-        bar.read_only = app.read_only
-        bar.target_name = app.settings.name or ""
-        bar.danger = app.settings.danger
-        bar.state = app.refresh_state()
+        bar.dialect = console.store.dialect
+        bar.read_only = console.read_only
+        bar.target_name = settings.name or ""
+        bar.danger = settings.danger
+        bar.state = console.refresh_state()
 
-    def active_view(self) -> Any:
+    def active_view(self) -> DataView | None:
         """The visible view, or None while the screen is still being composed."""
         if self._tabs is None:
             return None
@@ -90,18 +90,19 @@ class MainScreen(Screen[None]):
         switched = tabs.active != name
         tabs.active = name
         view = self.active_view()
+        if view is None:
+            return switched
         table = view.query("KeyedTable")
         if table:
             table.first().focus()
         return switched
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        self.app.refresh_now(force=True)  # type: ignore[attr-defined]
+        self.console.refresh_now(force=True)
 
     def on_screen_resume(self) -> None:
-        app: Any = self.app
-        if app.connected:
-            app.refresh_now()
+        if self.console.connected:
+            self.console.refresh_now()
 
     def store_connected(self, message: StoreConnected) -> None:
         """Offer the database's queues and names in the filters."""

@@ -14,8 +14,8 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from cairnq_tui import keymap
 from cairnq_tui.formatting import parse_duration_ms, quoted
+from cairnq_tui.widgets.console_node import ConsoleNode
 from cairnq_tui.widgets.field import Field
-from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine.inspect import CappedCount, Inspector
 
 TERMINAL = ("succeeded", "failed", "canceled")
@@ -40,7 +40,7 @@ class PurgeRequest:
         return ", ".join(parts) or "any terminal status, every queue and name"
 
 
-class PurgeScreen(ForwardWorkerErrors, ModalScreen[PurgeRequest | None]):
+class PurgeScreen(ConsoleNode, ModalScreen[PurgeRequest | None]):
     """Returns a ``PurgeRequest`` (with its preview) or None."""
 
     BINDINGS = keymap.DIALOG

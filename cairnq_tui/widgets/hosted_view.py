@@ -18,14 +18,13 @@ from typing import Any
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.widgets import Static
 
 from cairnq_tui import keymap
 from cairnq_tui.formatting import clean, duration
-from cairnq_tui.hosting import HostedStatus, HostedWorker, HostError
+from cairnq_tui.hosting import HostedStatus, HostedWorker, HostError, WorkerHost
 from cairnq_tui.messages import DataMessage
-from cairnq_tui.worker_errors import ForwardWorkerErrors
+from cairnq_tui.widgets.console_node import DataView
 from engine.inspect import CappedCount, TaskFilter
 from engine.snapshots import WaitSnapshot, WorkerSnapshot
 
@@ -95,7 +94,7 @@ def worker_line(status: HostedStatus, selected: bool, now_ms: int | None = None)
     return Text.assemble(*parts)
 
 
-class HostedView(ForwardWorkerErrors, Vertical):
+class HostedView(DataView):
     """Base of the Quotas, Resources, Calls, Waits and Errors views."""
 
     BINDINGS = keymap.HOSTED
@@ -117,40 +116,31 @@ class HostedView(ForwardWorkerErrors, Vertical):
         return iter(())
 
     @property
-    def host(self) -> Any:
-        return getattr(self.app, "host", None)
+    def host(self) -> WorkerHost | None:
+        return self.console.host
 
-    def refresh_data(self) -> None:
-        self.load()
-
-    @work(exclusive=True, group="refresh", exit_on_error=False)
-    async def load(self) -> None:
-        app: Any = self.app
-        started = app.measure()
+    async def read(self) -> HostedRefreshed:
         statuses = await self.host.statuses() if self.host else []
-        waits = app.wait_registry() if hasattr(app, "wait_registry") else []
+        waits = self.console.wait_registry()
         backlog = await self._backlog(statuses) if self.wants_backlog else {}
-        cost = (app.measure() - started) * 1000
-        self.post_message(HostedRefreshed(cost, statuses, waits, backlog))
+        return HostedRefreshed(0.0, statuses, waits, backlog)
 
     async def _backlog(self, statuses: Sequence[HostedStatus]) -> dict[str, CappedCount]:
         names = sorted({n for s in statuses for n in s.handles})
         counts: dict[str, CappedCount] = {}
         for name in names:
             flt = TaskFilter(status="queued", name=name)
-            count = await self.app.inspector.count_tasks(flt, cap=BACKLOG_CAP)
+            count = await self.console.inspector.count_tasks(flt, cap=BACKLOG_CAP)
             if count is not None:
                 counts[name] = count
         return counts
 
     def on_hosted_refreshed(self, message: HostedRefreshed) -> None:
-        message.stop()
         self.statuses = message.statuses
         self.waits = message.waits
         self.backlog = message.backlog
         self._draw_workers()
-        self.draw()
-        self.app.refresh_drawn(message)
+        self.drawn(message)
 
     def _draw_workers(self) -> None:
         strip = self.query_one(".hosted-workers", Static)
@@ -166,13 +156,13 @@ class HostedView(ForwardWorkerErrors, Vertical):
         """Draw the view's body from ``statuses``/``waits``/``backlog``."""
 
     def now(self) -> int:
-        return int(self.app.clock())
+        return int(self.console.clock())
 
     # -- controls on the selected hosted worker ------------------------------------------
 
     def selected_index(self) -> int:
         count = len(self.host.workers) if self.host else 0
-        return getattr(self.app, "hosted_index", 0) % count if count else 0
+        return self.console.hosted_index % count if count else 0
 
     def selected(self) -> HostedWorker | None:
         if not self.host:
@@ -198,7 +188,7 @@ class HostedView(ForwardWorkerErrors, Vertical):
             self.app.notify(clean(str(exc)), title=f"{what} refused", severity="error")
         else:
             self.app.notify(f"{what}: {hosted.spec} done", timeout=2)
-        self.app.refresh_now(force=True)
+        self.console.refresh_now(force=True)
 
     def action_hosted_toggle_pause(self) -> None:
         hosted = self.selected()
@@ -232,7 +222,6 @@ class HostedView(ForwardWorkerErrors, Vertical):
         self._concurrency(-1)
 
     def action_hosted_next(self) -> None:
-        app: Any = self.app
-        app.hosted_index = getattr(app, "hosted_index", 0) + 1
+        self.console.hosted_index += 1
         self._draw_workers()
         self.draw()

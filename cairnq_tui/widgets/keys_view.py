@@ -14,15 +14,14 @@ import time
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.widgets import Input, Static
 
 from cairnq_tui import keymap
 from cairnq_tui.formatting import age, duration, quoted, safe_text, status_text
 from cairnq_tui.messages import FollowUpdated, KeysRefreshed
+from cairnq_tui.widgets.console_node import DataView
 from cairnq_tui.widgets.keyed_table import KeyedTable
 from cairnq_tui.widgets.task_rows import OpensTaskRows
-from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine import TaskRef, TaskTimeout, active_waits
 from engine.inspect import KeyPage
 
@@ -38,7 +37,7 @@ COLUMNS = [
 ]
 
 
-class KeysView(OpensTaskRows, ForwardWorkerErrors, Vertical):
+class KeysView(OpensTaskRows, DataView):
     """Prefix search over keys, paging, and a follow panel."""
 
     BINDINGS = keymap.KEYS
@@ -75,7 +74,7 @@ class KeysView(OpensTaskRows, ForwardWorkerErrors, Vertical):
         event.stop()
         self.prefix = event.value or None
         self.after = self.before = None
-        self.app.refresh_now(force=True)
+        self.console.refresh_now(force=True)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -83,39 +82,36 @@ class KeysView(OpensTaskRows, ForwardWorkerErrors, Vertical):
 
     def refresh_data(self) -> None:
         self.generation += 1
-        self.load(self.generation, self.prefix, self.after, self.before)
+        generation, prefix, after, before = self.generation, self.prefix, self.after, self.before
+        self.start_read(lambda: self.read_page(generation, prefix, after, before))
 
-    @work(exclusive=True, group="refresh", exit_on_error=False)
-    async def load(
+    async def read_page(
         self, generation: int, prefix: str | None, after: str | None, before: str | None
-    ) -> None:
-        started = self.app.measure()
-        page = await self.app.inspector.keys_page(
+    ) -> KeysRefreshed:
+        page = await self.console.inspector.keys_page(
             prefix, after=after, before=before, limit=PAGE_SIZE
         )
         followed = None
         if self.following is not None and self.follow_done is not None:
             # The follow ended; the panel keeps showing where its key points now.
-            followed = await self.app.client.get_status_by_key(self.following)
-        cost = (self.app.measure() - started) * 1000
-        self.post_message(KeysRefreshed(cost, generation, page, followed))
+            followed = await self.console.client.get_status_by_key(self.following)
+        return KeysRefreshed(0.0, generation, page, followed)
 
     def on_keys_refreshed(self, message: KeysRefreshed) -> None:
-        message.stop()
-        if message.generation == self.generation:
+        fresh = message.generation == self.generation
+        if fresh:
             self.page = message.page
             if not message.page.has_previous:
                 self.after = self.before = None
             self.followed_now = message.followed
-            self.draw()
-        self.app.refresh_drawn(message)
+        self.drawn(message, draw=fresh)
 
     def draw(self) -> None:
         page = self.page
         if page is None:
             return
-        now = self.app.clock()
-        allowed = set(self.app.settings.queues)
+        now = self.console.clock()
+        allowed = set(self.console.settings.queues)
         rows = [
             (
                 k.key,
@@ -165,7 +161,7 @@ class KeysView(OpensTaskRows, ForwardWorkerErrors, Vertical):
     @work(exclusive=True, group="follow", exit_on_error=False)
     async def follow(self, key: str) -> None:
         waiter = asyncio.ensure_future(
-            self.app.client.wait_by_key(
+            self.console.client.wait_by_key(
                 key, timeout_ms=FOLLOW_TIMEOUT_MS, poll_ms=200, max_poll_ms=1_000
             )
         )
@@ -249,28 +245,28 @@ class KeysView(OpensTaskRows, ForwardWorkerErrors, Vertical):
     def action_open_task(self) -> None:
         task_id = self._highlighted_task()
         if task_id is not None:
-            self.app.controls.open_task(task_id)
+            self.console.open_task(task_id)
 
     def action_cancel_by_key(self) -> None:
-        self.app.controls.cancel_by_key(self.table.cursor_key)
+        self.console.controls.cancel_by_key(self.table.cursor_key)
 
     def action_retry_by_key(self) -> None:
-        self.app.controls.retry_by_key(self.table.cursor_key)
+        self.console.controls.retry_by_key(self.table.cursor_key)
 
     def action_replace(self) -> None:
         task_id, key = self._highlighted_task(), self.table.cursor_key
         if task_id is not None and key is not None:
-            self.app.controls.replace(task_id, key)
+            self.console.controls.replace(task_id, key)
 
     def action_page_older(self) -> None:
         if self.page is not None and self.page.has_next and self.page.rows:
             self.after, self.before = self.page.rows[-1].key, None
-            self.app.refresh_now(force=True)
+            self.console.refresh_now(force=True)
 
     def action_page_newer(self) -> None:
         if self.page is not None and self.page.has_previous and self.page.rows:
             self.after, self.before = None, self.page.rows[0].key
-            self.app.refresh_now(force=True)
+            self.console.refresh_now(force=True)
 
     def action_focus_search(self) -> None:
         self.query_one("#key-search", Input).focus()

@@ -9,17 +9,15 @@ from __future__ import annotations
 from collections import defaultdict
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.widgets import Static
 
 from cairnq_tui import keymap
 from cairnq_tui.formatting import lease_left, progress_bar, safe_text
 from cairnq_tui.messages import LeasesRefreshed
+from cairnq_tui.widgets.console_node import DataView
 from cairnq_tui.widgets.keyed_table import KeyedTable
 from cairnq_tui.widgets.task_rows import OpensTaskRows
-from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine.inspect import LeaseInfo
 
 LIMIT = 500
@@ -36,7 +34,7 @@ COLUMNS = [
 WORKER_PREFIX = "worker:"
 
 
-class LeasesView(OpensTaskRows, ForwardWorkerErrors, Vertical):
+class LeasesView(OpensTaskRows, DataView):
     """A header row per worker (counts), then its tasks."""
 
     BINDINGS = keymap.LEASES
@@ -54,26 +52,18 @@ class LeasesView(OpensTaskRows, ForwardWorkerErrors, Vertical):
     def table(self) -> KeyedTable:
         return self.query_one("#leases-table", KeyedTable)
 
-    def refresh_data(self) -> None:
-        self.load()
-
-    @work(exclusive=True, group="refresh", exit_on_error=False)
-    async def load(self) -> None:
-        started = self.app.measure()
-        leases = await self.app.inspector.running(limit=LIMIT)
-        cost = (self.app.measure() - started) * 1000
-        self.post_message(LeasesRefreshed(cost, leases, LIMIT))
+    async def read(self) -> LeasesRefreshed:
+        leases = await self.console.inspector.running(limit=LIMIT)
+        return LeasesRefreshed(0.0, leases, LIMIT)
 
     def on_leases_refreshed(self, message: LeasesRefreshed) -> None:
-        message.stop()
-        allowed = set(self.app.settings.queues)
+        allowed = set(self.console.settings.queues)
         self.leases = [x for x in message.leases if not allowed or x.queue in allowed]
         self.truncated = len(message.leases) >= message.limit
-        self.draw()
-        self.app.refresh_drawn(message)
+        self.drawn(message)
 
     def draw(self) -> None:
-        now = self.app.clock()
+        now = self.console.clock()
         by_worker: dict[str, list[LeaseInfo]] = defaultdict(list)
         for lease in self.leases:
             by_worker[lease.worker_id or "(no worker)"].append(lease)
@@ -126,10 +116,10 @@ class LeasesView(OpensTaskRows, ForwardWorkerErrors, Vertical):
     def action_open_task(self) -> None:
         lease = self.highlighted()
         if lease is not None:
-            self.app.controls.open_task(lease.id)
+            self.console.open_task(lease.id)
 
     def action_cancel(self) -> None:
         lease = self.highlighted()
         if lease is None:
             return
-        self.app.controls.cancel_tasks([lease])
+        self.console.controls.cancel_tasks([lease])

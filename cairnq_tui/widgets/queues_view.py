@@ -8,19 +8,16 @@ every tick.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.widgets import Static
 
 from cairnq_tui import keymap
 from cairnq_tui.formatting import STATUS_STYLES, age, duration, safe_text, sparkline
 from cairnq_tui.messages import QueuesRefreshed
+from cairnq_tui.widgets.console_node import DataView
 from cairnq_tui.widgets.keyed_table import KeyedTable
-from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine import STATUSES
 from engine.inspect import CappedCount
 
@@ -41,7 +38,7 @@ COLUMNS = [
 ]
 
 
-class QueuesView(ForwardWorkerErrors, Vertical):
+class QueuesView(DataView):
     """One row per queue; enter opens the Tasks view filtered to it."""
 
     BINDINGS = keymap.QUEUES
@@ -60,50 +57,43 @@ class QueuesView(ForwardWorkerErrors, Vertical):
         return self.query_one("#queues-table", KeyedTable)
 
     def refresh_data(self) -> None:
-        app = self.app
-        slow = not self.counts or app.ticks % app.settings.slow_every == 1
-        self.load(slow)
+        console = self.console
+        slow = not self.counts or console.ticks % console.settings.slow_every == 1
+        self.start_read(lambda: self.read_queues(slow))
 
-    @work(exclusive=True, group="refresh", exit_on_error=False)
-    async def load(self, with_counts: bool) -> None:
-        started = self.app.measure()
-        app = self.app
-        inspector = app.inspector
+    async def read_queues(self, with_counts: bool) -> QueuesRefreshed:
+        console = self.console
+        inspector = console.inspector
         queues = await inspector.queues()
         counts = await inspector.queue_counts(cap=QUEUE_COUNT_CAP) if with_counts else None
         latency = await inspector.queue_latency()
         throughput = await inspector.throughput(minutes=MINUTES)
         recent = await inspector.recent_finished(window_ms=60_000)
-        headroom = {}
-        limits = app.settings.max_depth
+        headroom: dict[str, int] = {}
+        limits = console.settings.max_depth
         for queue in queues:
             limit = limits.get(queue, limits.get("*"))
             if limit is not None:
-                headroom[queue] = await app.client.queue_depth(queue, limit)
-        cost = (self.app.measure() - started) * 1000
-        self.post_message(
-            QueuesRefreshed(cost, queues, counts, latency, throughput, headroom, recent)
-        )
+                headroom[queue] = await console.client.queue_depth(queue, limit)
+        return QueuesRefreshed(0.0, queues, counts, latency, throughput, headroom, recent)
 
     def on_queues_refreshed(self, message: QueuesRefreshed) -> None:
-        message.stop()
         if message.counts is not None:
             self.counts = message.counts
         self.last = message
-        self.app.known_queues = message.queues
-        self.draw()
-        self.app.refresh_drawn(message)
+        self.console.known_queues = message.queues
+        self.drawn(message)
 
     def draw(self) -> None:
         message = self.last
         if message is None:
             return
-        now = self.app.clock()
+        now = self.console.clock()
         current_minute = now // 60_000
         per_minute: dict[tuple[str, str], dict[int, int]] = defaultdict(dict)
         for bucket in message.throughput:
             per_minute[(bucket.queue, bucket.status)][bucket.minute] = bucket.count
-        allowed = set(self.app.settings.queues)
+        allowed = set(self.console.settings.queues)
         rows = []
         for queue in message.queues:
             if allowed and queue not in allowed:
@@ -144,10 +134,9 @@ class QueuesView(ForwardWorkerErrors, Vertical):
             cells.append(sparkline(series))
             rows.append((queue, cells))
         self.table.sync(rows, sort_column="queue")
-        app: Any = self.app
         info = (
             f"{len(rows)} queue(s) · counts capped at {QUEUE_COUNT_CAP:,}, "
-            f"read every {app.settings.slow_every} refreshes"
+            f"read every {self.console.settings.slow_every} refreshes"
         )
         self.query_one("#queues-info", Static).update(Text(info, style="dim"))
 
@@ -158,4 +147,4 @@ class QueuesView(ForwardWorkerErrors, Vertical):
     def action_open_queue(self) -> None:
         queue = self.table.cursor_key
         if queue is not None:
-            self.screen.open_queue(queue)  # type: ignore[attr-defined]
+            self.console.open_queue(queue)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.message import Message
 from textual.suggester import SuggestFromList
 from textual.widgets import Input, Select, Static
@@ -31,11 +31,11 @@ from cairnq_tui.formatting import (
     status_text,
 )
 from cairnq_tui.messages import TasksRefreshed
+from cairnq_tui.widgets.console_node import DataView
 from cairnq_tui.widgets.keyed_table import ColumnSpec, KeyedTable
 from cairnq_tui.widgets.task_rows import OpensTaskRows
-from cairnq_tui.worker_errors import ForwardWorkerErrors
 from engine import STATUSES
-from engine.inspect import CappedCount, TaskFilter, TaskPage, TaskSummary
+from engine.inspect import CappedCount, Inspector, TaskFilter, TaskPage, TaskSummary
 
 PAGE_SIZE = 50
 #: The most task names one name filter matches (each is a page read and merged).
@@ -88,7 +88,7 @@ _INDEX = {spec[1]: i for i, spec in enumerate(COLUMNS)}
 _ALL = [spec[1] for spec in COLUMNS]
 
 
-class TasksView(OpensTaskRows, ForwardWorkerErrors, Vertical):
+class TasksView(OpensTaskRows, DataView):
     """Filter bar, task table and a page line; refreshed by the app's loop."""
 
     BINDINGS = keymap.TASKS
@@ -121,7 +121,7 @@ class TasksView(OpensTaskRows, ForwardWorkerErrors, Vertical):
     @property
     def columns(self) -> list[str]:
         """The chosen columns, in order (kept by the app for the whole session)."""
-        chosen = getattr(self.app, "task_columns", None)
+        chosen = self.console.task_columns
         return ["sel", *(chosen if chosen else CHOOSABLE)]
 
     def _new_table(self) -> KeyedTable:
@@ -138,7 +138,7 @@ class TasksView(OpensTaskRows, ForwardWorkerErrors, Vertical):
             except ValueError as exc:
                 self.app.notify(str(exc), severity="warning", markup=False)
                 return
-            self.app.task_columns = columns
+            self.console.task_columns = columns
             self.call_later(self._replace_table)
 
         current = ", ".join(self.columns[1:])
@@ -169,7 +169,7 @@ class TasksView(OpensTaskRows, ForwardWorkerErrors, Vertical):
 
     def set_choices(self, queues: list[str], names: list[str]) -> None:
         """Offer the queues and names the database holds (and --queue allows)."""
-        allowed = list(self.app.settings.queues) or queues
+        allowed = list(self.console.settings.queues) or queues
         select = self.query_one("#queue-filter", Select)
         current = select.value
         if allowed == self.queue_options:
@@ -196,7 +196,7 @@ class TasksView(OpensTaskRows, ForwardWorkerErrors, Vertical):
             search_kind=kind if isinstance(kind, str) else "id",  # type: ignore[arg-type]
         )
         self.cursor_before = self.cursor_after = None
-        self.app.refresh_now(force=True)
+        self.console.refresh_now(force=True)
 
     def on_select_changed(self, event: Select.Changed) -> None:
         event.stop()
@@ -214,19 +214,19 @@ class TasksView(OpensTaskRows, ForwardWorkerErrors, Vertical):
 
     def refresh_data(self) -> None:
         self.generation += 1
-        self.load(self.generation, self.filter, self.cursor_before, self.cursor_after)
+        generation, flt = self.generation, self.filter
+        before, after = self.cursor_before, self.cursor_after
+        self.start_read(lambda: self.read_page(generation, flt, before, after))
 
     def _queues_to_merge(self, flt: TaskFilter) -> list[str]:
         # --queue with several queues and no queue chosen: one page per queue, merged.
-        allowed = list(self.app.settings.queues)
+        allowed = list(self.console.settings.queues)
         return allowed if flt.queue is None and allowed else []
 
-    @work(exclusive=True, group="refresh", exit_on_error=False)
-    async def load(
+    async def read_page(
         self, generation: int, flt: TaskFilter, before: str | None, after: str | None
-    ) -> None:
-        started = self.app.measure()
-        inspector = self.app.inspector
+    ) -> TasksRefreshed:
+        inspector = self.console.inspector
         queues: list[str | None] = [*self._queues_to_merge(flt)] or [flt.queue]
         names: list[str | None] = [flt.name]
         if flt.name:
@@ -242,8 +242,7 @@ class TasksView(OpensTaskRows, ForwardWorkerErrors, Vertical):
             page = await inspector.tasks_page(
                 filters[0], before=before, after=after, limit=PAGE_SIZE
             )
-        cost = (self.app.measure() - started) * 1000
-        self.post_message(TasksRefreshed(cost, generation, page))
+        return TasksRefreshed(0.0, generation, page)
 
     @dataclass
     class KeysFound(Message):
@@ -253,8 +252,8 @@ class TasksView(OpensTaskRows, ForwardWorkerErrors, Vertical):
 
     @work(exclusive=True, group="task-keys", exit_on_error=False)
     async def load_keys(self, task_ids: list[str]) -> None:
-        found = await self.app.inspector.keys_for_tasks(task_ids)
-        keys = {task_id: (found.get(task_id) or [None])[0] for task_id in task_ids}
+        found = await self.console.inspector.keys_for_tasks(task_ids)
+        keys = {task_id: next(iter(found.get(task_id, ())), None) for task_id in task_ids}
         self.post_message(self.KeysFound(keys))
 
     def on_tasks_view_keys_found(self, message: KeysFound) -> None:
@@ -266,7 +265,7 @@ class TasksView(OpensTaskRows, ForwardWorkerErrors, Vertical):
 
     async def _merged_page(
         self,
-        inspector: object,
+        inspector: Inspector,
         filters: list[TaskFilter],
         before: str | None,
         after: str | None,
@@ -274,9 +273,7 @@ class TasksView(OpensTaskRows, ForwardWorkerErrors, Vertical):
         # Several queues (--queue) or names (a name filter matching several): one
         # page each, merged into one page.
         pages = [
-            await inspector.tasks_page(  # type: ignore[attr-defined]
-                f, before=before, after=after, limit=PAGE_SIZE
-            )
+            await inspector.tasks_page(f, before=before, after=after, limit=PAGE_SIZE)
             for f in filters
         ]
         order = pages[0].order
@@ -301,7 +298,6 @@ class TasksView(OpensTaskRows, ForwardWorkerErrors, Vertical):
         )
 
     def on_tasks_refreshed(self, message: TasksRefreshed) -> None:
-        message.stop()
         if message.generation == self.generation:
             self.page = message.page
             if not message.page.has_previous:
@@ -313,13 +309,13 @@ class TasksView(OpensTaskRows, ForwardWorkerErrors, Vertical):
                 # After the paint: on SQLite the key-table read runs on this thread.
                 self.keys_pending = True
                 self.call_after_refresh(self.load_keys, missing)
-        self.app.refresh_drawn(message)
+        self.drawn(message, draw=False)  # drawn above, unless a newer refresh made it stale
 
     def draw(self) -> None:
         page = self.page
         if page is None:
             return
-        now = self.app.clock()
+        now = self.console.clock()
         columns = self.columns
         rows = [(r.id, self._pick(self._cells(r, now), columns)) for r in page.rows]
         sort = "key" if page.order == "key" else "id"
@@ -394,7 +390,7 @@ class TasksView(OpensTaskRows, ForwardWorkerErrors, Vertical):
     def action_open_task(self) -> None:
         row = self.highlighted()
         if row is not None:
-            self.app.controls.open_task(row.id)
+            self.console.open_task(row.id)
 
     def action_toggle_select(self) -> None:
         row = self.highlighted()
@@ -404,7 +400,7 @@ class TasksView(OpensTaskRows, ForwardWorkerErrors, Vertical):
         self.draw()
 
     def action_cancel(self) -> None:
-        self.app.controls.cancel_tasks(self.targets())
+        self.console.controls.cancel_tasks(self.targets())
 
     def _bulk_filter(self) -> TaskFilter | None:
         """The filter a bulk action works on: the name filter resolved to one name."""
@@ -423,14 +419,14 @@ class TasksView(OpensTaskRows, ForwardWorkerErrors, Vertical):
 
     def action_cancel_matching(self) -> None:
         if (flt := self._bulk_filter()) is not None:
-            self.app.controls.cancel_matching(flt)
+            self.console.controls.cancel_matching(flt)
 
     def action_retry(self) -> None:
-        self.app.controls.retry_tasks(self.targets())
+        self.console.controls.retry_tasks(self.targets())
 
     def action_retry_matching(self) -> None:
         if (flt := self._bulk_filter()) is not None:
-            self.app.controls.retry_matching(flt)
+            self.console.controls.retry_matching(flt)
 
     def action_replace(self) -> None:
         row = self.highlighted()
@@ -440,17 +436,17 @@ class TasksView(OpensTaskRows, ForwardWorkerErrors, Vertical):
         if key is None:
             self.app.notify("Replace works on a task that a key points at.", severity="warning")
             return
-        self.app.controls.replace(row.id, key)
+        self.console.controls.replace(row.id, key)
 
     def action_page_older(self) -> None:
         if self.page is not None and self.page.has_next:
             self.cursor_before, self.cursor_after = self.page.last_cursor, None
-            self.app.refresh_now(force=True)
+            self.console.refresh_now(force=True)
 
     def action_page_newer(self) -> None:
         if self.page is not None and self.page.has_previous:
             self.cursor_before, self.cursor_after = None, self.page.first_cursor
-            self.app.refresh_now(force=True)
+            self.console.refresh_now(force=True)
 
     def action_focus_search(self) -> None:
         self.query_one("#search", Input).focus()

@@ -76,7 +76,7 @@ async def test_hostile_fields_are_shown_literally(tmp_path: Path) -> None:
         screen_text = screen_text_of(app)
         assert "[bold]n1[/bold]" in screen_text and no_control_bytes(screen_text)
 
-        app.controls.open_task(task_id)
+        app.open_task(task_id)
         await settle(pilot)
         detail = app.screen
         assert isinstance(detail, TaskDetailScreen)

@@ -134,7 +134,7 @@ async def test_no_refresh_or_message_crashes_whatever_screen_is_up(tmp_path: Pat
             lambda: app.push_screen(HelpScreen(read_only=False)),
             app.action_submit,
             app.action_purge,
-            lambda: app.controls.open_task(task.id),
+            lambda: app.open_task(task.id),
         ):
             open_screen()
             await pilot.pause(0.1)
@@ -356,7 +356,7 @@ async def test_escapes_are_the_same_in_table_tree_detail_and_keys(tmp_path: Path
             starts.add(cell_len(line[: line.index(" q ")]))
         assert len(starts) == 1, starts
 
-        app.controls.open_task(ids["esc"])
+        app.open_task(ids["esc"])
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, TaskDetailScreen)
@@ -739,7 +739,7 @@ async def test_the_table_shows_a_short_worker_id_and_the_detail_the_full_one(
         await settle(pilot)
         cell = str(app.screen.query_one(TasksView).table.get_row(task.id)[11])
         assert cell == "worker_…00XYZ9"
-        app.controls.open_task(task.id)
+        app.open_task(task.id)
         await settle(pilot)
         fields = app.screen.query_one("#fields", Static)
         console = Console(width=fields.content_size.width, record=True, file=io.StringIO())

@@ -200,7 +200,7 @@ async def test_lock_quotas_calls_waits_and_errors_show_the_hosted_worker(
             # The detail of a waiting gpu task says what holds the resource.
             queued = await client.list(status="queued", name="compare", limit=5)
             queued = queued or await client.list(status="queued", name="render", limit=5)
-            app.controls.open_task(queued[0].id)
+            app.open_task(queued[0].id)
             await settle(pilot)
             assert isinstance(app.screen, TaskDetailScreen)
             await until(

@@ -166,7 +166,7 @@ async def test_detail_of_a_failed_task_shows_its_error_tree(demo_db: Path) -> No
     app = demo_app(demo_db)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        app.controls.open_task(by_index(6))
+        app.open_task(by_index(6))
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, TaskDetailScreen)

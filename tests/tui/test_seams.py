@@ -1,0 +1,43 @@
+"""The console's seams: views, screens and controls see the app as a ``Console``
+(``cairnq_tui/console.py``) and never import ``cairnq_tui.app``, which builds them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_only_the_command_line_imports_the_app() -> None:
+    """Not even for type checking: the views, screens, controls and the target switch
+    depend on the ``Console`` protocol (the app.py <-> controls.py cycle is gone)."""
+    importers = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "cairnq_tui").rglob("*.py")
+        if "cairnq_tui.app " in path.read_text() or "cairnq_tui.app\n" in path.read_text()
+    )
+    assert importers == ["cairnq_tui/cli.py"]
+
+
+def test_controls_views_and_screens_import_without_the_app() -> None:
+    code = (
+        "import sys\n"
+        "import cairnq_tui.controls, cairnq_tui.switching, cairnq_tui.commands\n"
+        "import cairnq_tui.screens.main, cairnq_tui.screens.detail, cairnq_tui.screens.purge\n"
+        "print('cairnq_tui.app' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "False"
+
+
+def test_every_view_of_the_main_screen_is_a_data_view() -> None:
+    from cairnq_tui.screens.detail import TaskDetailScreen
+    from cairnq_tui.screens.main import VIEWS
+    from cairnq_tui.widgets.console_node import DataNode, DataView
+
+    assert all(issubclass(view, DataView) for _, view in VIEWS.values())
+    assert issubclass(TaskDetailScreen, DataNode)
