@@ -220,7 +220,7 @@ def test_quit_closes_every_store_and_leaves_the_interpreter_nothing_to_collect(
     command = [sys.executable, str(tmp_path / "probe.py"), str(report)]
     tmux = Tmux([*command, "launch", str(db), "--worker", "quit_idle:make"], env)
     try:
-        tmux.wait_for("live", "protocol v1")
+        tmux.wait_for("live", "protocol v1", timeout=30)
         assert Path(f"{db}-wal").exists()  # open connections keep it
         tmux.keys("q")
         deadline = time.monotonic() + 60  # generous: a wait for the hour-long poll fails
