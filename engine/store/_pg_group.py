@@ -10,8 +10,11 @@ runs as a plain autocommit statement, exactly as it would without the group.
 
 Only statements that are safe to share a transaction join: ownership-checked
 updates of one row (a lost lease matches no row, it never raises) and plain
-inserts. Rows are written in id order, so two flushes touching the same rows
-(of two stores, two processes) lock them in the same order. If the shared
+inserts. The inserts of one flush travel as a single multi-row statement (one
+statement to send, parse and bind instead of one per task); a flush of inserts
+alone is that one autocommit statement, atomic by itself. Rows are written in id
+order, so two flushes touching the same rows (of two stores, two processes) lock
+them in the same order. If the shared
 transaction fails for a reason other than connection loss (a deadlock with
 another transaction, a statement error, a value the driver cannot send),
 nothing of it was committed and each write is retried on its own, so every
@@ -43,7 +46,7 @@ _MAX_BATCH = 256
 
 @dataclass(slots=True)
 class _Write:
-    sql: str
+    sql: str | None  # None: a plain insert (joins the flush's multi-row insert)
     params: Mapping[str, Any]
     order: str  # the row's id: the lock order
     future: asyncio.Future[Row]
@@ -60,10 +63,16 @@ class WriteGroup:
     Args:
         run: runs a coroutine function on a pooled connection, mapping
             connection loss to the store's ``StoreUnavailable``.
+        insert_one: the statement inserting one row from one parameter mapping.
+        insert_many: the same insert for many rows, taking each parameter as an
+            array with one element per row (same names); it returns the rows,
+            each with its ``id``.
     """
 
-    def __init__(self, run: Runner) -> None:
+    def __init__(self, run: Runner, insert_one: str, insert_many: str) -> None:
         self._run = run
+        self._insert_one = insert_one
+        self._insert_many = insert_many
         self._queue: list[_Write] = []
         self._flusher: asyncio.Task[None] | None = None
 
@@ -74,6 +83,13 @@ class WriteGroup:
 
     async def write(self, sql: str, params: Mapping[str, Any], order: str) -> Row:
         """Run one statement returning at most one row; its row after COMMIT."""
+        return await self._enqueue(sql, params, order)
+
+    async def insert(self, params: Mapping[str, Any]) -> Row:
+        """Insert one row (``params["id"]`` its id); the row after COMMIT."""
+        return await self._enqueue(None, params, params["id"])
+
+    async def _enqueue(self, sql: str | None, params: Mapping[str, Any], order: str) -> Row:
         future: asyncio.Future[Row] = asyncio.get_running_loop().create_future()
         self._queue.append(_Write(sql, params, order, future))
         if self._flusher is None:
@@ -107,38 +123,70 @@ class WriteGroup:
         for w, outcome in zip(batch, outcomes, strict=True):
             resolve(w.future, outcome)
 
-    @staticmethod
-    def _single(w: _Write) -> Callable[[Conn], Awaitable[Row]]:
+    def _statement(self, w: _Write) -> str:
+        return self._insert_one if w.sql is None else w.sql
+
+    def _single(self, w: _Write) -> Callable[[Conn], Awaitable[Row]]:
+        sql = self._statement(w)
+
         async def work(conn: Conn) -> Row:
-            return await (await conn.execute(w.sql, w.params)).fetchone()
+            return await (await conn.execute(sql, w.params)).fetchone()
 
         return work
+
+    def _many_params(self, inserts: list[_Write]) -> dict[str, list[Any]]:
+        """``insert_many``'s parameters: one array per name, one element per row."""
+        return {name: [w.params[name] for w in inserts] for name in inserts[0].params}
 
     def _shared(
         self, batch: list[_Write]
     ) -> Callable[[Conn], Awaitable[list[Row | BaseException]]]:
-        ordered = sorted(range(len(batch)), key=lambda i: batch[i].order)
+        inserts = [w for w in batch if w.sql is None]
+        updates = sorted((w for w in batch if w.sql is not None), key=lambda w: w.order)
 
         async def work(conn: Conn) -> list[Row | BaseException]:
             try:
-                cursors: dict[int, Any] = {}
-                async with conn.pipeline(), conn.transaction():
-                    for i in ordered:
-                        cursors[i] = await conn.execute(batch[i].sql, batch[i].params)
-                return [await cursors[i].fetchone() for i in range(len(batch))]
+                if not updates:
+                    # Inserts alone: one autocommit statement is one transaction.
+                    cur = await conn.execute(self._insert_many, self._many_params(inserts))
+                    inserted = await cur.fetchall()
+                    singles: list[tuple[_Write, Any]] = []
+                else:
+                    many = None
+                    # A lone insert is sent as itself, with the updates.
+                    steps = ([] if len(inserts) > 1 else inserts) + updates
+                    async with conn.pipeline(), conn.transaction():
+                        if len(inserts) > 1:
+                            many = await conn.execute(self._insert_many, self._many_params(inserts))
+                        singles = [
+                            (w, await conn.execute(self._statement(w), w.params)) for w in steps
+                        ]
+                    inserted = [] if many is None else await many.fetchall()
+                outcomes = {id(w): await cur.fetchone() for w, cur in singles}
+                by_id = {row["id"]: row for row in inserted}
+                for w in inserts:
+                    if id(w) not in outcomes:
+                        outcomes[id(w)] = by_id[w.params["id"]]
+                return [outcomes[id(w)] for w in batch]
             except Exception as exc:
                 if lost(conn, exc):
                     raise
             # Rolled back as a whole: each write alone, as if never grouped.
+            await _abort(conn)
             return [await self._alone(conn, w) for w in batch]
 
         return work
 
-    @staticmethod
-    async def _alone(conn: Conn, w: _Write) -> Row | BaseException:
+    async def _alone(self, conn: Conn, w: _Write) -> Row | BaseException:
         try:
-            return await (await conn.execute(w.sql, w.params)).fetchone()
+            return await (await conn.execute(self._statement(w), w.params)).fetchone()
         except Exception as exc:
             if lost(conn, exc):
                 raise
             return exc
+
+
+async def _abort(conn: Conn) -> None:
+    """Roll back whatever a failed pipeline left open (normally nothing is)."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        await conn.execute("rollback")

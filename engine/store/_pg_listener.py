@@ -95,10 +95,39 @@ class Listener:
         return True
 
     async def _pump(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        async for note in conn.notifies():
-            if note.channel == QUEUED_CHANNEL:
-                self._signals.queued(note.payload)
-            elif note.channel == DONE_CHANNEL:
-                self._signals.done(note.payload)
-        # notifies() ends only when the connection closes.
-        raise psycopg.OperationalError("listener connection closed")
+        """Feed notifications to the hub until the connection drops (then raise).
+
+        Reads the socket from a plain reader callback: every notification that
+        arrived is handled in one pass, with no timer or reader registered and
+        dropped per notification as ``conn.notifies()`` does. A store's own
+        writes notify too, so this runs once per committed write.
+        """
+        loop = asyncio.get_running_loop()
+        pgconn = conn.pgconn
+        encoding = conn.info.encoding
+        fd = pgconn.socket
+        ended: asyncio.Future[None] = loop.create_future()
+
+        def readable() -> None:
+            try:
+                pgconn.consume_input()
+                while (note := pgconn.notifies()) is not None:
+                    channel = note.relname.decode(encoding)
+                    payload = note.extra.decode(encoding)
+                    if channel == QUEUED_CHANNEL:
+                        self._signals.queued(payload)
+                    elif channel == DONE_CHANNEL:
+                        self._signals.done(payload)
+            except psycopg.OperationalError as exc:
+                if not ended.done():
+                    ended.set_exception(exc)
+                return
+            if pgconn.status != psycopg.pq.ConnStatus.OK and not ended.done():
+                ended.set_exception(psycopg.OperationalError("listener connection closed"))
+
+        loop.add_reader(fd, readable)
+        try:
+            readable()  # anything that arrived with the LISTEN replies
+            await ended
+        finally:
+            loop.remove_reader(fd)

@@ -5,7 +5,8 @@ autocommit connection, or one explicit transaction (keyed submits, ``*_by_key``,
 claim sessions, transactional completion). Plain submits and the owned
 single-row writes (heartbeat, progress, succeed, complete, fail) go through a
 group commit (``_pg_group``): those arriving together share one pipelined
-transaction, each caller answered after its COMMIT. Statements are prepared
+transaction (their inserts one multi-row statement), each caller answered
+after its COMMIT. Statements are prepared
 server-side on first use (``prepare_threshold=0``): the set of texts is small
 and fixed.
 
@@ -202,7 +203,7 @@ class PostgresStore(TaskStore):
         self._connect_lock = asyncio.Lock()
         self._inflight = 0
         self._drained: asyncio.Event | None = None
-        self._group = WriteGroup(self._on_connection)
+        self._group = WriteGroup(self._on_connection, _sql("insert_task"), _sql("insert_tasks"))
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -448,34 +449,47 @@ class PostgresStore(TaskStore):
             raise StoreClosed(f"store {self.target} is closed")
         retried = discarded = 0
         while True:
+            # getconn/putconn rather than ``pool.connection()``: that context
+            # also enters the connection's own context, whose exit commits;
+            # on these autocommit connections there is never anything to
+            # commit (every transaction here is closed by its own block, and
+            # putconn rolls back one left open), so it only cost time per call.
             try:
-                async with pool.connection() as conn:
-                    if _terminated(conn):
-                        # Never used, so safe to skip even for writes; the
-                        # pool replaces a closed connection by itself.
-                        await conn.close()
-                        discarded += 1
-                        if discarded <= self._max_size:
-                            continue
-                        raise psycopg.OperationalError("every pooled connection was dead")
-                    try:
-                        return await work(conn)
-                    except psycopg.OperationalError as exc:
-                        if not (conn.broken or conn.closed):
-                            raise
-                        lost: BaseException = exc
+                conn = await pool.getconn()
             except PoolTimeout as exc:
                 raise self._unavailable(exc) from exc
+            try:
+                if _terminated(conn):
+                    # Never used, so safe to skip even for writes; the pool
+                    # replaces a closed connection by itself.
+                    await conn.close()
+                    discarded += 1
+                    if discarded <= self._max_size:
+                        continue
+                    raise psycopg.OperationalError("every pooled connection was dead")
+                try:
+                    return await work(conn)
+                except psycopg.OperationalError as exc:
+                    if not (conn.broken or conn.closed):
+                        raise
+                    lost: BaseException = exc
+            finally:
+                await pool.putconn(conn)
             if not retry or retried:
                 raise self._unavailable(lost) from lost
             retried += 1
 
-    async def _grouped(self, name: str, params: Mapping[str, Any], order: str) -> Task | None:
-        """A single-row write through the group commit (``_pg_group``)."""
+    async def _grouped(
+        self, name: str | None, params: Mapping[str, Any], order: str
+    ) -> Task | None:
+        """A single-row write through the group commit (``_pg_group``); None = insert."""
         await self._admit(True)
         self._inflight += 1
         try:
-            row = await self._group.write(_sql(name), params, order)
+            if name is None:
+                row = await self._group.insert(params)
+            else:
+                row = await self._group.write(_sql(name), params, order)
         finally:
             self._done_one()
         return None if row is None else self._task(row)
@@ -521,7 +535,7 @@ class PostgresStore(TaskStore):
     async def _submit(self, new: NewTask) -> Task:
         params = self._insert_params(new)
         if new.key is None:
-            task = await self._grouped("insert_task", params, new.id)
+            task = await self._grouped(None, params, new.id)
             assert task is not None  # insert ... returning always yields the row
             return task
         key = new.key

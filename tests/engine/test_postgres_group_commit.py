@@ -147,3 +147,91 @@ async def test_concurrent_submits_are_grouped_and_each_is_answered(store: Postgr
     stored = [await store.get(t.id) for t in tasks]
     assert stored == list(tasks)
     assert (await store.stats(queue="burst"))["burst"]["queued"] == 40
+
+
+# -- submits: one multi-row insert per group ---------------------------------------------------
+
+
+async def test_concurrent_submits_share_one_insert_and_each_gets_its_own_row(
+    store: PostgresStore,
+) -> None:
+    parent = await store.submit(name="parent", queue="tree")
+    shapes: list[dict[str, Any]] = [
+        {"name": "plain"},
+        {"name": "prio", "priority": 7, "max_attempts": 9},
+        {"name": "late", "delay_ms": 60_000},
+        {"name": "child", "parent_id": parent.id, "root_id": parent.id},
+        {"name": "noted", "metadata": {"m": [1, None]}, "correlation_id": "c-1"},
+        {"name": "other-queue", "queue": "elsewhere", "payload": {"deep": {"x": "y"}}},
+    ] * 5
+    tasks = await asyncio.gather(*(store.submit(**shape) for shape in shapes))
+    # One statement: the clock was read once for every row of the burst.
+    assert len({t.created_at_ms for t in tasks}) == 1
+    assert len({t.id for t in tasks}) == len(shapes)
+    for shape, task in zip(shapes, tasks, strict=True):
+        assert task.name == shape["name"]
+        assert task.status == "queued"
+        assert task.queue == shape.get("queue", "default")
+        assert task.payload == shape.get("payload", {})
+        assert task.metadata == shape.get("metadata", {})
+        assert task.priority == shape.get("priority", 0)
+        assert task.max_attempts == shape.get("max_attempts", 3)
+        assert task.parent_id == shape.get("parent_id")
+        assert task.root_id == shape.get("root_id", task.id)
+        assert task.correlation_id == shape.get("correlation_id")
+        assert task.run_at_ms == task.created_at_ms + shape.get("delay_ms", 0)
+        assert await store.get(task.id) == task
+
+
+async def test_submits_and_settles_in_one_group_each_get_their_outcome(
+    store: PostgresStore,
+) -> None:
+    _, steps = await _mixed_steps(store, "with-submits")
+    submits = [store.submit(name="new", queue="fresh", payload={"i": i}) for i in range(6)]
+    outcomes = await asyncio.gather(*(step() for step in steps), *submits, return_exceptions=True)
+    assert [_shape(o) for o in outcomes[: len(steps)]] == [
+        ("succeeded", {"n": 1}, None, 1.0, None),
+        ("canceled", None, None, None, None),
+        ("LostLease",),
+        ("queued", None, "boom", None, None),
+        ("failed", None, "boom", None, None),
+        ("running", None, None, 0.5, "half"),
+        ("LostLease",),
+    ]
+    inserted = outcomes[len(steps) :]
+    assert all(isinstance(t, Task) for t in inserted), inserted
+    assert [t.payload for t in inserted] == [{"i": i} for i in range(6)]  # type: ignore[union-attr]
+    assert (await store.stats(queue="fresh"))["fresh"]["queued"] == 6
+
+
+@pytest.mark.parametrize("with_settle", [False, True])
+async def test_an_insert_the_driver_cannot_send_fails_only_itself(
+    store: PostgresStore, with_settle: bool
+) -> None:
+    # The rules refuse such a value before it joins a group; reaching into the
+    # group shows the multi-row insert is split when it fails anyway.
+    good = [store.prepare_submit(name="good", payload={"i": i}) for i in range(5)]
+    bad = store.prepare_submit(name="bad")
+    bad_params = {**store._insert_params(bad), "name": "bad\ud800"}
+    writes = [store._group.insert(store._insert_params(new)) for new in good[:2]]
+    writes.append(store._group.insert(bad_params))
+    writes.extend(store._group.insert(store._insert_params(new)) for new in good[2:])
+    if with_settle:
+        running = await _claimed(store, "settle", W, 30_000)
+        writes.append(store._group.write(*_complete_sql(running.id)))
+    outcomes = await asyncio.gather(*writes, return_exceptions=True)
+    assert isinstance(outcomes[2], UnicodeEncodeError)
+    rows = [o for i, o in enumerate(outcomes) if i != 2]
+    assert all(isinstance(r, dict) for r in rows), rows
+    assert [r["id"] for r in rows[:5]] == [new.id for new in good]  # type: ignore[index]
+    assert await store.get(bad.id) is None
+    assert [(await store.get(new.id)).name for new in good] == ["good"] * 5  # type: ignore[union-attr]
+    if with_settle:
+        assert rows[5]["status"] == "succeeded"  # type: ignore[index]
+
+
+def _complete_sql(task_id: str) -> tuple[str, dict[str, Any], str]:
+    from engine.store.postgres import _sql
+
+    params = {"id": task_id, "worker_id": W, "result": None, "message": None}
+    return _sql("complete"), params, task_id
