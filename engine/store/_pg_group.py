@@ -5,8 +5,10 @@ N autocommit statements cost N flushes and N round trips. Here writes queue up;
 one flush at a time takes every write waiting and sends them pipelined inside
 one transaction (BEGIN, the statements, COMMIT: one round trip, one WAL flush),
 answering each caller only after the COMMIT. Writes that arrive during a flush
-form the next one, so the batch size follows the load by itself; a lone write
-runs as a plain autocommit statement, exactly as it would without the group.
+form the next one, so the batch size follows the load by itself. The first
+write of an idle group waits one loop pass for company; still alone, it runs as
+a plain autocommit statement in its caller's own task, exactly as it would
+without the group (no flusher task to start, no second wake-up for its answer).
 
 Only statements that are safe to share a transaction join: ownership-checked
 updates of one row (a lost lease matches no row, it never raises) and plain
@@ -75,12 +77,14 @@ class WriteGroup:
         self._insert_one = insert_one
         self._insert_many = insert_many
         self._queue: list[_Write] = []
-        self._flusher: asyncio.Task[None] | None = None
+        #: A flush is on its way: the flusher task's, or a lone caller's own.
+        self._busy = False
+        self._flusher: asyncio.Task[None] | None = None  # held: the loop keeps weak refs
 
     @property
     def idle(self) -> bool:
         """No write waiting and no flush on its way."""
-        return not self._queue and self._flusher is None
+        return not self._queue and not self._busy
 
     async def write(self, sql: str, params: Mapping[str, Any], order: str) -> Row:
         """Run one statement returning at most one row; its row after COMMIT."""
@@ -92,11 +96,35 @@ class WriteGroup:
 
     async def _enqueue(self, sql: str | None, params: Mapping[str, Any], order: str) -> Row:
         future: asyncio.Future[Row] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Write(sql, params, order, future))
-        if self._flusher is None:
-            # Started on the next loop pass: everything queued before then joins.
+        w = _Write(sql, params, order, future)
+        self._queue.append(w)
+        if self._busy:
+            return await future  # the flush on its way, or the next one, takes it
+        self._busy = True
+        try:
+            # One loop pass: every write issued in this same pass joins.
+            await asyncio.sleep(0)
+        except BaseException:
+            self._queue.remove(w)
+            self._hand_over()
+            raise
+        if len(self._queue) > 1:
+            self._hand_over()
+            return await future
+        # Alone after all: run it right here, as a plain autocommit statement
+        # (no task to start, no second wake-up to hear the answer).
+        self._queue.clear()
+        try:
+            return await self._run(self._single(w))  # type: ignore[no-any-return]
+        finally:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """A flush ended (or never started): the flusher takes what waits, if any."""
+        if self._queue:
             self._flusher = asyncio.ensure_future(self._flush_all())
-        return await future
+        else:
+            self._busy = False
 
     async def _flush_all(self) -> None:
         try:
@@ -105,6 +133,7 @@ class WriteGroup:
                 del self._queue[:_MAX_BATCH]
                 await self._flush(batch)
         finally:
+            self._busy = False
             self._flusher = None
 
     async def _flush(self, batch: list[_Write]) -> None:

@@ -235,3 +235,48 @@ def _complete_sql(task_id: str) -> tuple[str, dict[str, Any], str]:
 
     params = {"id": task_id, "worker_id": W, "result": None, "message": None}
     return _sql("complete"), params, task_id
+
+
+# -- the lone write: run by its caller ----------------------------------------------------------
+
+
+async def test_a_caller_cancelled_before_its_flush_leaves_the_others_written(
+    store: PostgresStore,
+) -> None:
+    # The first caller of an idle group waits one loop pass for others to join;
+    # cancelled there, it must hand the joined writes on, not strand them.
+    first = asyncio.ensure_future(store.submit(name="cancelled", queue="handover"))
+    others = [
+        asyncio.ensure_future(store.submit(name="kept", queue="handover", payload={"i": i}))
+        for i in range(5)
+    ]
+    await asyncio.sleep(0)  # all six ran to their wait; first leads, the others queued
+    assert len(store._group._queue) == 6
+    first.cancel()
+    kept = await asyncio.wait_for(asyncio.gather(*others), timeout=30)
+    assert [t.payload for t in kept] == [{"i": i} for i in range(5)]
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    names = [t.name for t in await store.list(queue="handover")]
+    assert sorted(names) == ["kept"] * 5
+    assert store._group.idle
+
+
+async def test_a_lone_write_that_fails_raises_to_its_caller_and_the_group_goes_on(
+    store: PostgresStore, pg_dsn: str, pg_schema: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True, options=f"-c search_path={pg_schema}") as conn:
+        conn.execute(
+            "create function refuse() returns trigger language plpgsql as $$ begin "
+            "if new.name = 'boom' then raise exception 'refused'; end if; "
+            "return new; end $$"
+        )
+        conn.execute(
+            "create trigger refuse before insert on cairnq_tasks "
+            "for each row execute function refuse()"
+        )
+    with pytest.raises(psycopg.errors.RaiseException):
+        await store.submit(name="boom")
+    assert store._group.idle
+    after = await store.submit(name="fine")
+    assert (await store.get(after.id)) == after
