@@ -229,15 +229,22 @@ async def postgres_floor(n: int) -> list[tuple[str, float]]:
     one round trip. Here the very statements the engine sends (same SQL, same
     table, indexes and trigger, prepared) run on one autocommit connection with
     no store around them, so each store row can be read against what this
-    machine allows for it. Throwaway schema, migrated by the engine.
+    machine allows for it. The batched rows get the cheapest bare form known
+    for their work: 64 inserts as one ``insert_tasks`` statement (one
+    transaction, one WAL flush); purge as the store's ``purge`` statement,
+    limit 100, until empty; claim + complete as one claim statement
+    (autocommit) then its 64 ``complete`` statements pipelined in one
+    transaction. Throwaway schema, migrated by the engine.
     """
     import os
     import uuid
 
+    import orjson
     import psycopg
 
     from engine import PostgresStore
     from engine._ids import new_task_id
+    from engine.store._base import claim_variant
     from engine.store.postgres import _sql
 
     dsn = os.environ.get("CAIRNQ_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -246,29 +253,42 @@ async def postgres_floor(n: int) -> list[tuple[str, float]]:
     await migrated.connect()
     await migrated.close()
     out = []
+
+    def insert_params(name: str, i: int) -> dict[str, Any]:
+        task_id = new_task_id()
+        return {
+            "id": task_id,
+            "name": name,
+            "queue": "default",
+            "payload": f'{{"i": {i}}}',
+            "metadata": "{}",
+            "max_attempts": 3,
+            "priority": 0,
+            "parent_id": None,
+            "root_id": task_id,
+            "correlation_id": None,
+            "delay_ms": 0,
+        }
+
     try:
         async with await psycopg.AsyncConnection.connect(
             dsn, autocommit=True, prepare_threshold=0, options=f"-c search_path={schema}"
         ) as conn:
-            ids = [new_task_id() for _ in range(n)]
+            ids: list[str] = []
             insert, get_sql, cancel_sql = _sql("insert_task"), _sql("get"), _sql("cancel")
+            insert_many = _sql("insert_tasks")
 
             async def submit() -> None:
-                for i, task_id in enumerate(ids):
-                    params = {
-                        "id": task_id,
-                        "name": "bench",
-                        "queue": "default",
-                        "payload": f'{{"i": {i}}}',
-                        "metadata": "{}",
-                        "max_attempts": 3,
-                        "priority": 0,
-                        "parent_id": None,
-                        "root_id": task_id,
-                        "correlation_id": None,
-                        "delay_ms": 0,
-                    }
+                for i in range(n):
+                    params = insert_params("bench", i)
+                    ids.append(params["id"])
                     await (await conn.execute(insert, params)).fetchone()
+
+            async def submit_64() -> None:
+                for start in range(0, n, GATHER):
+                    rows = [insert_params("bench.many", start + j) for j in range(GATHER)]
+                    text = orjson.dumps(rows).decode()
+                    await (await conn.execute(insert_many, {"rows": text})).fetchall()
 
             async def get() -> None:
                 for i in range(n):
@@ -278,9 +298,59 @@ async def postgres_floor(n: int) -> list[tuple[str, float]]:
                 for task_id in ids:
                     await (await conn.execute(cancel_sql, {"id": task_id})).fetchone()
 
+            purge_sql = _sql("purge", frozenset({"name"}))
+            purge_params = {
+                "queue": None,
+                "status": None,
+                "name": "bench",
+                "older_than_ms": 0,
+                "limit": 100,
+            }
+
+            async def purge() -> None:
+                while len(await (await conn.execute(purge_sql, purge_params)).fetchall()) == 100:
+                    pass
+
+            variant, claim_params = claim_variant(["default"], ["bench.claim"])
+            claim_sql, complete_sql = _sql(variant), _sql("complete")
+            claim_params.update(worker_id="worker_bench", lease_ms=30_000, limit=CLAIM_BATCH)
+
+            async def claim_complete() -> None:
+                done = 0
+                while done < CLAIM_LOOP_TASKS:
+                    claimed = await (await conn.execute(claim_sql, claim_params)).fetchall()
+                    if not claimed:
+                        raise RuntimeError(f"floor claim came back empty after {done} tasks")
+                    async with conn.pipeline(), conn.transaction():
+                        for row in claimed:
+                            params = {
+                                "id": row[0],
+                                "worker_id": "worker_bench",
+                                "result": '{"ok": 1}',
+                                "message": None,
+                            }
+                            await conn.execute(complete_sql, params)
+                    done += len(claimed)
+
             out.append(("insert_task, autocommit, one per op", await _timed(n, submit)))
+            many = len(range(0, n, GATHER)) * GATHER
+            label = f"insert_tasks, {GATHER} rows per statement"
+            out.append((label, await _timed(many, submit_64)))
             out.append(("get, one per op", await _timed(n, get)))
             out.append(("cancel, autocommit, one per op", await _timed(n, cancel)))
+            await asyncio.sleep(0.002)  # purge's cutoff is strict: let the clock pass
+            out.append(("purge, limit 100 (rows/s)", await _timed(n, purge)))
+            for start in range(0, CLAIM_LOOP_TASKS, GATHER):
+                count = min(GATHER, CLAIM_LOOP_TASKS - start)
+                rows = [insert_params("bench.claim", start + j) for j in range(count)]
+                text = orjson.dumps(rows).decode()
+                await (await conn.execute(insert_many, {"rows": text})).fetchall()
+            out.append(
+                (
+                    f"claim({CLAIM_BATCH}) + {CLAIM_BATCH} completes, 1 txn",
+                    await _timed(CLAIM_LOOP_TASKS, claim_complete),
+                )
+            )
     finally:
         with psycopg.connect(dsn, autocommit=True) as admin:
             admin.execute(f'drop schema if exists "{schema}" cascade')
