@@ -48,10 +48,12 @@ from engine._sql import migrations, specialise, statement, to_pyformat
 from engine.store import _schema_check as schema_check
 from engine.store._base import (
     LEASE_EXPIRED_JSON,
+    ROW_COLUMNS,
     NewTask,
     Plan,
     StoreCapabilities,
     TaskStore,
+    task_from_values,
 )
 from engine.store._pg_group import WriteGroup, lost
 from engine.store._pg_listener import Listener
@@ -93,6 +95,8 @@ _COMMIT = "commit"
 _ROLLBACK = "rollback"
 # Wire-form detection (§2.2): do jsonb values arrive decoded or as JSON text?
 _JSON_PROBE = "select '\"cairnq\"'::jsonb as probe"
+# The task table's column order (no row read): see PostgresStore._positional.
+_TABLE_SHAPE = "select * from cairnq_tasks limit 0"
 
 
 def _sql(name: str, active: frozenset[str] | None = None) -> str:
@@ -199,6 +203,9 @@ class PostgresStore(TaskStore):
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._listener: Listener | None = None
         self._json_decoded = True
+        # The table's columns start with the protocol's, in its order (read on
+        # connect): task rows may then be decoded by position.
+        self._positional = False
         self._closed = False
         self._connect_lock = asyncio.Lock()
         self._inflight = 0
@@ -259,6 +266,9 @@ class PostgresStore(TaskStore):
                     )
                 probe = await (await conn.execute(_JSON_PROBE)).fetchone()
                 self._json_decoded = probe is not None and probe["probe"] == "cairnq"
+                shape = await conn.execute(_TABLE_SHAPE)
+                names = tuple(c.name for c in shape.description or ())
+                self._positional = names[: len(ROW_COLUMNS)] == ROW_COLUMNS
             except psycopg.OperationalError as exc:
                 raise self._unavailable(exc) from exc
             finally:
@@ -501,12 +511,28 @@ class PostgresStore(TaskStore):
         self, name: str, params: Mapping[str, Any], *, write: bool, retry: bool = False
     ) -> Task | None:
         """One statement returning at most one task row."""
+        sql = _sql(name)
+        if not self._positional:
 
-        async def work(conn: Conn) -> dict[str, Any] | None:
-            return await (await conn.execute(_sql(name), params)).fetchone()
+            async def by_name(conn: Conn) -> dict[str, Any] | None:
+                return await (await conn.execute(sql, params)).fetchone()
 
-        row = await self._run(work, write=write, retry=retry)
-        return None if row is None else self._task(row)
+            row = await self._run(by_name, write=write, retry=retry)
+            return None if row is None else self._task(row)
+
+        async def work(conn: Conn) -> Task | None:
+            cur = conn.cursor(row_factory=self._task_rows)
+            return await (await cur.execute(sql, params)).fetchone()
+
+        return await self._run(work, write=write, retry=retry)
+
+    def _task_rows(self, cursor: Any) -> Callable[[Sequence[Any]], Task]:
+        """A row factory building ``Task``s by position (``_positional`` tables only).
+
+        Skips the dict per row and the reordering ``task_from_row`` does.
+        """
+        decoded, width = self._json_decoded, len(ROW_COLUMNS)
+        return lambda values: task_from_values(values[:width], decoded_json=decoded)
 
     async def _owned(self, name: str, task_id: str, params: Mapping[str, Any]) -> Task:
         """An ownership-checked write (group-committed): the row, or LostLease."""
