@@ -65,7 +65,7 @@ from engine._worker_snapshot import (
 if TYPE_CHECKING:
     from engine.store._base import Draw, TaskStore
     from engine.store.postgres import PostgresStore
-    from engine.store.sqlite import Synchronous
+    from engine.store.sqlite import SQLiteStore, Synchronous
 
 
 #: A handler passed through ``Worker.task`` unchanged, its type kept for the caller.
@@ -605,7 +605,7 @@ class Worker:
     async def _claim_completing(self, task_ids: list[str], freeing: list[Call]) -> set[str] | None:
         """Complete ``task_ids`` in the claim session that refills the slots they free.
 
-        The ``_Completions`` ride hook (Postgres). ``freeing`` are the calls
+        The ``Completions`` ride hook (stores declaring ``completing_claim``). ``freeing`` are the calls
         whose only settlement write this is: their slots count as free for the
         claim, since the completions and the claims commit together, and they
         are released before the new calls start. Declines (None: the caller
@@ -616,7 +616,8 @@ class Worker:
         Returns:
             The ids settled, or None if declined.
         """
-        store = cast("PostgresStore", self._store)  # it declared completing_claim
+        # It declared completing_claim: both stores that do share this method.
+        store = cast("PostgresStore | SQLiteStore", self._store)
         freeing = [c for c in freeing if c.call_id in self._calls]
         if (
             not freeing

@@ -15,8 +15,8 @@ import builtins
 import contextlib
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, TypeVar
 
 from engine import _json, _rules
 from engine._errors import SerializationError, UnsupportedBackend
@@ -115,6 +115,19 @@ def claim_variant(queues: Sequence[str], names: Sequence[str] | None) -> tuple[s
         params["names"] = None if names is None else list(names)
     variant = "claim" + ("_one_queue" if one_queue else "") + ("_one_name" if one_name else "")
     return variant, params
+
+
+@dataclass(slots=True)
+class CompletingClaim(Generic[T]):
+    """What a store's ``claim_session_completing`` did (stores declaring ``completing_claim``)."""
+
+    #: The ids completed; an id asked for but missing had lost its lease.
+    settled: set[str]
+    #: The plan's value; None if the probe found nothing or the claim failed.
+    value: T | None
+    #: Why the claim part failed (the completions were then written alone).
+    claim_error: Exception | None
+    recovered: list[Task] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

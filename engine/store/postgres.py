@@ -23,8 +23,7 @@ import re
 import select
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 import psycopg
@@ -49,6 +48,7 @@ from engine.store import _schema_check as schema_check
 from engine.store._base import (
     LEASE_EXPIRED_JSON,
     ROW_COLUMNS,
+    CompletingClaim,
     NewTask,
     Plan,
     StoreCapabilities,
@@ -104,19 +104,6 @@ def _sql(name: str, active: frozenset[str] | None = None) -> str:
     if active is not None:
         text = specialise(text, active)
     return to_pyformat(text)
-
-
-@dataclass(slots=True)
-class CompletingClaim(Generic[T]):
-    """What ``PostgresStore.claim_session_completing`` did."""
-
-    #: The ids completed; an id asked for but missing had lost its lease.
-    settled: set[str]
-    #: The plan's value; None if the probe found nothing or the claim failed.
-    value: T | None
-    #: Why the claim part failed (the completions were then written alone).
-    claim_error: Exception | None
-    recovered: list[Task] = field(default_factory=list)
 
 
 async def _create_if_missing(conn: Conn, ddl: str) -> None:

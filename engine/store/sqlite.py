@@ -68,8 +68,10 @@ from engine._sql import migrations, specialise, statement
 from engine.store import _sqlite_sync as sync
 from engine.store._base import (
     LEASE_EXPIRED_JSON,
+    CompletingClaim,
     NewTask,
     Plan,
+    StoreCapabilities,
     TaskStore,
     task_from_values,
 )
@@ -163,6 +165,7 @@ class SQLiteStore(TaskStore):
     """
 
     dialect = "sqlite"
+    capabilities = StoreCapabilities(completing_claim=True)
 
     def __init__(
         self,
@@ -871,6 +874,23 @@ class SQLiteStore(TaskStore):
     ) -> T:
         recover = _sql("recover_leases")
         recover_params = {"lease_expired_error": LEASE_EXPIRED_JSON}
+        recovered = await self._begin_session(lambda: sync.begin_with(raw, recover, recover_params))
+        try:
+            value = await self._plan_and_commit(conn, raw, queues, worker_id, lease_ms, plan)
+        finally:
+            self._end_session()
+        self._announce_recovered(recovered)
+        await _yield_loop()
+        return value
+
+    async def _begin_session(self, begin: Callable[[], R]) -> R:
+        """Take the session lock and the connection, then ``begin()`` (inline).
+
+        Backs off while ``begin`` raises ``sync.Busy`` (BEGIN refused, nothing
+        done) until ``busy_timeout_ms`` is spent. On return the caller holds
+        the session lock and the connection, and ``begin`` left its
+        transaction open (or ended it, if it says so in its value).
+        """
         deadline = time.monotonic() + self._busy_timeout_ms / 1000
         attempt = 0
         self._refresh_statistics_if_due()
@@ -883,8 +903,7 @@ class SQLiteStore(TaskStore):
                 waiting = self._still_waiting(waiting, owned)
                 if owned:
                     try:
-                        recovered = sync.begin_with(raw, recover, recover_params)
-                        break
+                        return begin()
                     except sync.Busy:
                         self._owner.release()
                     except BaseException:
@@ -900,6 +919,22 @@ class SQLiteStore(TaskStore):
         finally:
             self._still_waiting(waiting, True)
 
+    async def _plan_and_commit(
+        self,
+        conn: aiosqlite.Connection,
+        raw: sqlite3.Connection,
+        queues: builtins.list[str],
+        worker_id: str,
+        lease_ms: int,
+        plan: Plan[T],
+    ) -> T:
+        """Run ``plan`` in the open session transaction, then COMMIT and let go.
+
+        Whatever happens, the connection is released with no transaction open
+        (the session lock stays the caller's). A failed plan or COMMIT rolls
+        everything back and raises.
+        """
+
         async def draw(draw_names: Sequence[str] | None, limit: int) -> builtins.list[Task]:
             variant = self.draw_variant(queues, draw_names, limit)
             if variant is None:
@@ -909,28 +944,114 @@ class SQLiteStore(TaskStore):
             return in_claim_order(_task(r) for r in sync.run(raw, sql, params))
 
         try:
+            value = await plan(draw)
+        except BaseException:
+            # Even a cancelled session leaves no transaction open.
+            sync.rollback(raw)
+            self._release_owner()
+            raise
+        # sync.commit rolls back by itself if the COMMIT fails.
+        if self._offload:
+            # A COMMIT that fsyncs waits on the writer thread, which lets go
+            # of the connection after it even if this caller is cancelled.
+            await self._on_thread(conn, self._then_release, sync.commit, raw)
+        else:
             try:
-                value = await plan(draw)
-            except BaseException:
-                # Even a cancelled session leaves no transaction open.
-                sync.rollback(raw)
+                sync.commit(raw)
+            finally:
                 self._release_owner()
-                raise
-            # sync.commit rolls back by itself if the COMMIT fails.
-            if self._offload:
-                # A COMMIT that fsyncs waits on the writer thread, which lets go
-                # of the connection after it even if this caller is cancelled.
-                await self._on_thread(conn, self._then_release, sync.commit, raw)
-            else:
-                try:
-                    sync.commit(raw)
-                finally:
-                    self._release_owner()
-        finally:
-            self._end_session()
-        self._announce_recovered(recovered)
-        await _yield_loop()
         return value
+
+    async def claim_session_completing(
+        self,
+        *,
+        complete_ids: Sequence[str],
+        queues: Sequence[str],
+        worker_id: str,
+        lease_ms: int = 30_000,
+        names: Sequence[str] | None,
+        plan: Plan[T],
+        single_draw: bool = False,
+    ) -> CompletingClaim[T]:
+        """``complete_many(complete_ids)`` and a claim session, sharing one COMMIT.
+
+        The worker's path when the calls it settles free the slots the claim
+        fills. The probe runs first, outside any transaction (§4.14 step 1);
+        if it finds work, one ``BEGIN IMMEDIATE`` completes the given tasks
+        (each ownership-checked, cancel wins, as ``complete_many``), recovers
+        expired leases, runs ``plan`` as ``claim_session`` does, and commits:
+        one fsync under ``synchronous=FULL`` for the settlements and the
+        claims together. If the probe finds nothing, the completions are
+        written alone.
+
+        Failure isolation: if the completion statement, recovery, the plan
+        or the COMMIT fails, the whole transaction is rolled back (nothing of
+        it lands) and the completions are written on their own; a failure of
+        the claim part is then returned in ``claim_error``, and a failure of
+        the completions' own write is raised, as ``complete_many`` raises it.
+
+        ``single_draw`` is accepted for symmetry with ``PostgresStore`` (it
+        saves a round trip there; SQLite has none to save).
+
+        Raises:
+            ValueError: malformed ids, queues or names.
+            sqlite3.OperationalError: the database stayed locked for
+                ``busy_timeout_ms``.
+        """
+        del single_draw
+        ids = _rules.text_list(complete_ids, "complete_ids", refuses_nul=self.text_refuses_nul)
+        args = self.check_claim(queues, worker_id, lease_ms, names)
+        self._check_writable("claim_session_completing")
+        if args.names == [] or not await self._probe(args.queues, args.names):
+            return CompletingClaim(await self._settle_alone(ids, args.worker_id), None, None)
+        conn, raw = await self._ready()
+        settle = (_sql("complete_many"), {"ids": _json.dumps(ids), "worker_id": args.worker_id})
+        recover = (_sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON})
+        self._inflight += 1
+        self._idle.clear()
+        try:
+            started = await self._begin_session(lambda: sync.begin_settling(raw, settle, recover))
+            value: T | None = None
+            claim_error: Exception | None = None
+            try:
+                if isinstance(started, Exception):
+                    # The statements were rolled back with their transaction.
+                    self._release_owner()
+                    claim_error = started
+                else:
+                    try:
+                        value = await self._plan_and_commit(
+                            conn, raw, args.queues, args.worker_id, args.lease_ms, plan
+                        )
+                    except Exception as exc:
+                        claim_error = exc
+            finally:
+                self._end_session()
+        finally:
+            self._inflight -= 1
+            if not self._inflight:
+                self._idle.set()
+        if claim_error is not None:
+            # Nothing of the transaction landed: the completions go alone (and
+            # raise if it was their own statement that failed).
+            return CompletingClaim(await self._settle_alone(ids, args.worker_id), None, claim_error)
+        assert not isinstance(started, Exception)
+        settled_rows, recovered = started
+        self._announce_recovered(recovered)
+        settled = {row[0] for row in settled_rows}
+        for task_id in settled:
+            self.signals.done(task_id)  # complete only ever ends a task
+        await _yield_loop()
+        return CompletingClaim(settled, value, None, [_task(r) for r in recovered])
+
+    async def _settle_alone(self, ids: builtins.list[str], worker_id: str) -> set[str]:
+        """``complete_many`` through group commit (with its signals); nothing for no ids."""
+        if not ids:
+            return set()
+        settled = await self._complete_many(ids, worker_id)
+        for task_id in settled:
+            self.signals.done(task_id)
+        return settled
 
     def _end_session(self) -> None:
         self._session_lock.release()

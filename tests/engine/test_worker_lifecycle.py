@@ -416,6 +416,6 @@ def test_stores_declare_what_they_can_do() -> None:
 
     assert TaskStore.capabilities == StoreCapabilities()
     assert PostgresStore.capabilities.completing_claim
-    assert not SQLiteStore.capabilities.completing_claim
+    assert SQLiteStore.capabilities.completing_claim  # since issue 12
     with pytest.raises(dataclasses.FrozenInstanceError):
         PostgresStore.capabilities.completing_claim = False  # type: ignore[misc]
