@@ -4,19 +4,35 @@ Rows, per dialect:
 - drain 5,000 no-op tasks at concurrency 8, single-task handlers;
 - the same with ``batch=64``;
 - ``call()`` latency p50/p95 with default polls, the worker in this process;
-- the same with the worker in another process.
+- the same with the worker in another process;
+- backlog (engine only): submit and drain rates with 10k and 100k tasks (1M
+  with ``--backlog-1m``) already in the table, queued and terminal mixed;
+- memory (engine only): a worker in its own process drains ``--memory-tasks``
+  queued tasks (batch=64) and prints its peak RSS.
+
+The drain rows print a floor: the bare statements of one worker cycle (probe,
+then one transaction: complete the tasks that finished, recover leases, claim
+their replacements, COMMIT), run back to back on one connection of the same
+database at the same durability, as tasks/s. No worker can settle and refill
+its slots faster than that on this machine (bench/README.md).
 
 Each row runs on a fresh database (a new SQLite file, a new Postgres schema),
 prefilled outside the timed section. Usage:
 
     python bench/worker_bench.py --dialect sqlite|postgres|both [--tasks 5000]
+        [--backlog 10000,100000] [--backlog-1m] [--memory-tasks 100000]
+        [--skip-calls]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import os
+import resource
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -28,6 +44,8 @@ from typing import Any
 import cairnq
 
 import engine
+from engine._sql import statement, to_pyformat
+from engine.store._base import LEASE_EXPIRED_JSON
 from engine.store.postgres import PostgresStore
 from engine.store.sqlite import SQLiteStore
 
@@ -112,11 +130,25 @@ async def drain(side: str, target: Target, count: int, batch: int | None) -> flo
     async with worker.background():
         await done.wait()
         # Handlers ran; now wait for their settlements to land.
-        while (await client.stats("default"))["default"]["succeeded"] < count:
-            await asyncio.sleep(0.005)
+        await settled(side, client, worker, count)
         elapsed = time.perf_counter() - started
     await client.close()
     return count / elapsed
+
+
+async def settled(side: str, client: Any, worker: Any, count: int) -> None:
+    """Wait until the drained tasks' settlements are durable.
+
+    The engine releases a call's slot only once its settlement committed, so an
+    empty call list says so without reading the table (a count over a large
+    backlog would cost more than the drain). cairnq is asked for its stats.
+    """
+    if side == "engine":
+        while worker.snapshot().calls:
+            await asyncio.sleep(0.002)
+        return
+    while (await client.stats("default"))["default"]["succeeded"] < count:
+        await asyncio.sleep(0.005)
 
 
 async def call_latency(side: str, target: Target, calls: int, in_process: bool) -> list[float]:
@@ -192,21 +224,19 @@ async def run_row(
     return out
 
 
-async def bench_dialect(dialect: str, dsn: str, tasks: int, calls: int, peer_calls: int) -> None:
+async def bench_dialect(
+    dialect: str, dsn: str, tasks: int, calls: int, peer_calls: int, with_calls: bool = True
+) -> None:
     workdir = tempfile.mkdtemp(prefix="worker_bench_")
     print(f"\n== {dialect} ==  (engine vs cairnq {cairnq.__version__})")
     if dialect == "sqlite":
         print("durability: both sides synchronous=FULL (each one's default)")
     else:
         print("durability: both sides one WAL flush per COMMIT (the server's default)")
-    print(f"{'row':44} {'engine':>12} {'cairnq':>12} {'ratio':>8}")
-    for label, batch in ((f"drain {tasks} no-op, concurrency 8 (tasks/s)", None),
-                         (f"drain {tasks} no-op, batch=64 (tasks/s)", BATCH)):  # fmt: skip
-        rates = await run_row(
-            dialect, dsn, workdir, lambda side, t, b=batch: drain(side, t, tasks, b)
-        )
-        ratio = rates["engine"] / rates["cairnq"]
-        print(f"{label:44} {rates['engine']:12.0f} {rates['cairnq']:12.0f} {ratio:7.1f}x")
+    print(f"{'row':44} {'engine':>12} {'cairnq':>12} {'ratio':>8} {'floor':>10}")
+    await drain_rows(dialect, dsn, workdir, tasks)
+    if not with_calls:
+        return
     for where, in_process in (("same process", True), ("other process", False)):
 
         async def measure(side: str, target: Target, inp: bool = in_process) -> list[float]:
@@ -224,6 +254,309 @@ async def bench_dialect(dialect: str, dsn: str, tasks: int, calls: int, peer_cal
     )
 
 
+# -- drain rows, their floor, backlog and memory (issue 12) -----------------------------
+
+
+async def drain_rows(dialect: str, dsn: str, workdir: str, tasks: int) -> None:
+    """The two drain rows, engine vs cairnq, each with its floor."""
+    for label, batch in ((f"drain {tasks} no-op, concurrency 8 (tasks/s)", None),
+                         (f"drain {tasks} no-op, batch=64 (tasks/s)", BATCH)):  # fmt: skip
+        rates = await run_row(
+            dialect, dsn, workdir, lambda side, t, b=batch: drain(side, t, tasks, b)
+        )
+        slots = CONCURRENCY * (batch or 1)
+        floor = await cycle_floor(Target(dialect, dsn, workdir), tasks, slots)
+        ratio = rates["engine"] / rates["cairnq"]
+        print(
+            f"{label:44} {rates['engine']:12.0f} {rates['cairnq']:12.0f} {ratio:7.1f}x "
+            f"{floor:10.0f}"
+        )
+
+
+def _sqlite(name: str) -> str:
+    return statement("sqlite", name)
+
+
+def _pg(name: str) -> str:
+    return to_pyformat(statement("postgres", name))
+
+
+async def cycle_floor(target: Target, count: int, slots: int) -> float:
+    """Tasks/s of the bare statements of worker cycles, one COMMIT per cycle.
+
+    A cycle is what the engine's worker does per refill: the probe, then one
+    transaction completing the ``slots`` tasks claimed by the previous cycle,
+    recovering expired leases and claiming ``slots`` more, then COMMIT. The
+    statements are the engine's own (sql/), on one connection, at the same
+    durability (SQLite synchronous=FULL; Postgres's default WAL flush).
+    """
+    await prefill(target, count, "noop")
+    cycles = max(1, count // slots)
+    try:
+        if target.dialect == "sqlite":
+            return await asyncio.to_thread(_sqlite_floor, target.path, cycles, slots)
+        return await asyncio.to_thread(_pg_floor, target.dsn, target.schema, cycles, slots)
+    finally:
+        target.drop()
+
+
+def _sqlite_floor(path: str, cycles: int, slots: int) -> float:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("pragma synchronous = full")
+    probe, settle = _sqlite("claimable_probe"), _sqlite("complete_many")
+    recover, claim = _sqlite("recover_leases"), _sqlite("claim_one_queue")
+    held: list[str] = []
+    queues = json.dumps(["default"])
+    started = time.perf_counter()
+    for _ in range(cycles):
+        now = int(time.time() * 1000)
+        conn.execute(probe, {"queues": queues, "names": None, "now_ms": now}).fetchall()
+        conn.execute("begin immediate")
+        conn.execute(settle, {"ids": json.dumps(held), "worker_id": "w", "now_ms": now})
+        conn.execute(recover, {"lease_expired_error": LEASE_EXPIRED_JSON, "now_ms": now})
+        rows = conn.execute(
+            claim,
+            {"queue": "default", "names": None, "limit": slots, "worker_id": "w",
+             "now_ms": now, "lease_until_ms": now + 30_000},
+        ).fetchall()  # fmt: skip
+        held = [r[0] for r in rows]
+        conn.execute("commit")
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return cycles * slots / elapsed
+
+
+def _pg_floor(dsn: str, schema: str, cycles: int, slots: int) -> float:
+    import psycopg
+
+    options = f"-c search_path={schema}"
+    probe, settle = _pg("claimable_probe"), _pg("complete_many")
+    recover, claim = _pg("recover_leases"), _pg("claim_one_queue")
+    held: list[str] = []
+    with psycopg.connect(dsn, autocommit=True, options=options) as conn:
+        started = time.perf_counter()
+        for _ in range(cycles):
+            conn.execute(probe, {"queues": ["default"], "names": None}).fetchall()
+            with conn.transaction():
+                conn.execute(settle, {"ids": held, "worker_id": "w"})
+                conn.execute(recover, {"lease_expired_error": LEASE_EXPIRED_JSON})
+                cur = conn.execute(
+                    claim,
+                    {"queue": "default", "names": None, "limit": slots, "worker_id": "w",
+                     "lease_ms": 30_000},
+                )  # fmt: skip
+                held = [r[0] for r in cur.fetchall()]
+        elapsed = time.perf_counter() - started
+    return cycles * slots / elapsed
+
+
+#: Backlog rows: how many of each kind per 4 rows of backlog. Terminal rows
+#: (succeeded) and delayed queued rows share the drained queue; the rest wait on
+#: another queue. The claim, the probe and recovery must step over all of them.
+_BACKLOG_SQLITE = """
+with recursive n(i) as (select 1 union all select i + 1 from n where i < :count)
+insert into cairnq_tasks (id, name, queue, status, payload, metadata, attempt,
+    max_attempts, priority, worker_id, run_at_ms, created_at_ms, updated_at_ms,
+    completed_at_ms, progress)
+select 'task_' || printf('%026d', i), 'old', iif(i % 4 = 3, 'other', 'default'),
+    iif(i % 4 < 2, 'succeeded', 'queued'), '{"i":' || i || '}', '{}', iif(i % 4 < 2, 1, 0),
+    3, 0, iif(i % 4 < 2, 'worker_old', null),
+    iif(i % 4 = 2, :now + 86400000, :now - 60000), :now - 60000, :now - 60000,
+    iif(i % 4 < 2, :now - 60000, null), iif(i % 4 < 2, 1.0, null)
+from n
+"""
+_BACKLOG_PG = """
+insert into cairnq_tasks (id, name, queue, status, payload, metadata, attempt,
+    max_attempts, priority, worker_id, run_at_ms, created_at_ms, updated_at_ms,
+    completed_at_ms, progress)
+select 'task_' || lpad(i::text, 26, '0'), 'old',
+    case when i % 4 = 3 then 'other' else 'default' end,
+    case when i % 4 < 2 then 'succeeded' else 'queued' end,
+    jsonb_build_object('i', i), '{}'::jsonb, case when i % 4 < 2 then 1 else 0 end,
+    3, 0, case when i % 4 < 2 then 'worker_old' end,
+    case when i % 4 = 2 then %(now)s + 86400000 else %(now)s - 60000 end,
+    %(now)s - 60000, %(now)s - 60000,
+    case when i % 4 < 2 then %(now)s - 60000 end,
+    case when i % 4 < 2 then 1.0 end
+from generate_series(1, %(count)s) as i
+"""
+
+
+async def build_backlog(target: Target, count: int) -> float:
+    """Create the schema through the engine, then bulk-insert ``count`` rows; seconds."""
+    store = target.engine_store()
+    await store.connect()
+    await store.close()
+    started = time.perf_counter()
+    now = int(time.time() * 1000)
+    if target.dialect == "sqlite":
+
+        def fill() -> None:
+            with contextlib.closing(sqlite3.connect(target.path, isolation_level=None)) as conn:
+                conn.execute("begin immediate")
+                conn.execute(_BACKLOG_SQLITE, {"count": count, "now": now})
+                conn.execute("commit")
+                # A long-running database has statistics (the engine refreshes
+                # them every minute); an empty one's would mislead the planner.
+                conn.execute("analyze")
+                conn.execute("pragma wal_checkpoint(truncate)")
+
+    else:
+
+        def fill() -> None:
+            import psycopg
+
+            options = f"-c search_path={target.schema}"
+            with psycopg.connect(target.dsn, autocommit=True, options=options) as conn:
+                conn.execute(_BACKLOG_PG, {"count": count, "now": now})  # type: ignore[arg-type]
+                conn.execute("analyze cairnq_tasks")
+
+    await asyncio.to_thread(fill)
+    return time.perf_counter() - started
+
+
+async def submit_rate(target: Target, count: int) -> float:
+    """Engine submits/s, ``asyncio.gather`` groups of 64, into a queue nobody drains."""
+    async with engine.CairnQ(target.engine_store()) as client:
+        started = time.perf_counter()
+        for start in range(0, count, 64):
+            chunk = range(start, min(count, start + 64))
+            await asyncio.gather(
+                *(client.submit("sub", {"i": i}, queue="submitted") for i in chunk)
+            )
+        return count / (time.perf_counter() - started)
+
+
+async def backlog_rows(dialect: str, dsn: str, workdir: str, sizes: list[int], tasks: int) -> None:
+    """Engine rates with a backlog already in the table, per backlog size."""
+    print(f"\nbacklog (engine only; {tasks} tasks per rate; backlog = 1/2 succeeded,")
+    print(" 1/4 queued but due tomorrow on the drained queue, 1/4 queued on another queue)")
+    print(f"{'backlog':>10} {'build s':>8} {'submit/s':>10} {'drain c=8':>10} {'batch=64':>10}")
+    for size in sizes:
+        target = Target(dialect, dsn, workdir)
+        try:
+            built = await build_backlog(target, size)
+            submits = await submit_rate(target, tasks)
+            single = await drain("engine", target, tasks, None)
+            batched = await drain("engine", target, tasks, BATCH)
+        finally:
+            target.drop()
+            if dialect == "sqlite":
+                for suffix in ("", "-wal", "-shm"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(target.path + suffix)
+        print(f"{size:>10,} {built:8.1f} {submits:10.0f} {single:10.0f} {batched:10.0f}")
+
+
+_QUEUED_SQLITE = """
+with recursive n(i) as (select 1 union all select i + 1 from n where i < :count)
+insert into cairnq_tasks (id, name, queue, status, payload, metadata, run_at_ms,
+    created_at_ms, updated_at_ms)
+select 'task_' || printf('%026d', i), 'noop', 'default', 'queued', '{"i":' || i || '}',
+    '{}', :now, :now, :now
+from n
+"""
+_QUEUED_PG = """
+insert into cairnq_tasks (id, name, queue, status, payload, metadata, run_at_ms,
+    created_at_ms, updated_at_ms)
+select 'task_' || lpad(i::text, 26, '0'), 'noop', 'default', 'queued',
+    jsonb_build_object('i', i), '{}'::jsonb, %(now)s, %(now)s, %(now)s
+from generate_series(1, %(count)s) as i
+"""
+
+
+async def memory_row(dialect: str, dsn: str, workdir: str, count: int) -> None:
+    """A worker process drains ``count`` queued tasks (batch=64); its peak RSS."""
+    target = Target(dialect, dsn, workdir)
+    try:
+        store = target.engine_store()
+        await store.connect()
+        await store.close()
+        now = int(time.time() * 1000)
+        if dialect == "sqlite":
+
+            def fill() -> None:
+                with contextlib.closing(sqlite3.connect(target.path, isolation_level=None)) as c:
+                    c.execute("begin immediate")
+                    c.execute(_QUEUED_SQLITE, {"count": count, "now": now})
+                    c.execute("commit")
+                    c.execute("analyze")
+                    c.execute("pragma wal_checkpoint(truncate)")
+
+        else:
+
+            def fill() -> None:
+                import psycopg
+
+                options = f"-c search_path={target.schema}"
+                with psycopg.connect(target.dsn, autocommit=True, options=options) as c:
+                    c.execute(_QUEUED_PG, {"count": count, "now": now})  # type: ignore[arg-type]
+                    c.execute("analyze cairnq_tasks")
+
+        await asyncio.to_thread(fill)
+        out = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, __file__, "--drain-process", *target.args(), str(count)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        rate, start_mb, peak_mb = out.stdout.split()
+        print(
+            f"\nmemory: a worker process drained {count:,} queued tasks (batch=64, "
+            f"concurrency 8) at {float(rate):,.0f} tasks/s; RSS {float(start_mb):.0f} MB after "
+            f"start, peak {float(peak_mb):.0f} MB (target < 150 MB)"
+        )
+    finally:
+        target.drop()
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak RSS (VmHWM), in MB."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def drain_process(dialect: str, location: str, schema: str, count: int) -> None:
+    """Entry point of the memory row's worker: drain, then print rate, RSS at start, peak."""
+
+    async def run() -> tuple[float, float]:
+        store: engine.TaskStore
+        if dialect == "sqlite":
+            store = SQLiteStore(location)
+        else:
+            store = PostgresStore(location, schema=schema, max_size=4)
+        await store.connect()
+        start_mb = _peak_rss_mb()
+        worker = engine.Worker(store, ["default"], concurrency=CONCURRENCY)
+        done = asyncio.Event()
+        seen = 0
+
+        async def noop_batch(ctxs: list[Any]) -> None:
+            nonlocal seen
+            seen += len(ctxs)
+            if seen >= count:
+                done.set()
+
+        worker.register("noop", noop_batch, batch=BATCH)
+        started = time.perf_counter()
+        async with worker.background():
+            await done.wait()
+            await settled("engine", None, worker, count)
+            elapsed = time.perf_counter() - started
+        await store.close()
+        return count / elapsed, start_mb
+
+    rate, start_mb = asyncio.run(run())
+    print(f"{rate} {start_mb} {_peak_rss_mb()}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dialect", choices=["sqlite", "postgres", "both"], default="both")
@@ -232,13 +565,36 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--peer-calls", type=int, default=30)
     parser.add_argument("--serve-worker", nargs=4, metavar=("SIDE", "DIALECT", "LOC", "SCHEMA"))
+    parser.add_argument("--skip-calls", action="store_true", help="leave out the call() rows")
+    parser.add_argument(
+        "--backlog", default="10000,100000", help="backlog sizes, comma-separated ('' = none)"
+    )
+    parser.add_argument("--backlog-1m", action="store_true", help="add a 1,000,000 backlog")
+    parser.add_argument("--memory-tasks", type=int, default=100_000, help="0 = no memory row")
+    parser.add_argument("--drain-process", nargs=4, metavar=("DIALECT", "LOC", "SCHEMA", "N"))
     args = parser.parse_args()
     if args.serve_worker:
         serve_worker(*args.serve_worker)
         return
+    if args.drain_process:
+        dialect, location, schema, count = args.drain_process
+        drain_process(dialect, location, schema, int(count))
+        return
+    sizes = [int(n) for n in args.backlog.split(",") if n.strip()]
+    if args.backlog_1m:
+        sizes.append(1_000_000)
     dialects = ["sqlite", "postgres"] if args.dialect == "both" else [args.dialect]
     for dialect in dialects:
-        asyncio.run(bench_dialect(dialect, args.dsn, args.tasks, args.calls, args.peer_calls))
+        asyncio.run(
+            bench_dialect(
+                dialect, args.dsn, args.tasks, args.calls, args.peer_calls, not args.skip_calls
+            )
+        )
+        workdir = tempfile.mkdtemp(prefix="worker_bench_")
+        if sizes:
+            asyncio.run(backlog_rows(dialect, args.dsn, workdir, sizes, args.tasks))
+        if args.memory_tasks:
+            asyncio.run(memory_row(dialect, args.dsn, workdir, args.memory_tasks))
 
 
 if __name__ == "__main__":

@@ -605,8 +605,9 @@ class Worker:
     async def _claim_completing(self, task_ids: list[str], freeing: list[Call]) -> set[str] | None:
         """Complete ``task_ids`` in the claim session that refills the slots they free.
 
-        The ``Completions`` ride hook (stores declaring ``completing_claim``). ``freeing`` are the calls
-        whose only settlement write this is: their slots count as free for the
+        The ``Completions`` ride hook (stores declaring ``completing_claim``).
+        ``freeing`` are the calls whose only settlement write this is: their
+        slots count as free for the
         claim, since the completions and the claims commit together, and they
         are released before the new calls start. Declines (None: the caller
         writes the completions alone) when the loop could not claim now

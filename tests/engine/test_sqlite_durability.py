@@ -190,3 +190,56 @@ def test_a_store_nobody_closed_does_not_keep_its_thread_alive(sqlite_path: Path)
         text=True,
     )
     assert result.returncode == 0, result.stderr
+
+
+async def test_a_checkpoint_waits_for_no_transaction_of_the_store_itself(
+    opened: list[sqlite3.Connection], sqlite_path: Path
+) -> None:
+    """A checkpoint due while a claim session holds the writer connection waits its turn.
+
+    The session's COMMIT (under FULL) queues on the writer thread; a checkpoint
+    job ahead of it that needed the write lock (RESTART, once the WAL is long)
+    waited its whole busy timeout for that very transaction: a 250 ms stall
+    every 32 worker cycles. Now a checkpoint runs only while no transaction of
+    the store's writer is open, and one that could not run is retried after
+    the next write.
+    """
+    store = SQLiteStore(sqlite_path)
+    await store.connect()
+    raw, conn = store._raw, store._conn
+    assert raw is not None and conn is not None
+    during: list[bool] = []
+
+    def on_statement(sql: str) -> None:
+        if "wal_checkpoint" in sql:
+            during.append(raw.in_transaction)
+
+    for c in opened:
+        c.set_trace_callback(on_statement)
+    try:
+        for i in range(3):
+            await store.submit(name="job", payload={"i": i})
+        inside = asyncio.Event()
+        go_on = asyncio.Event()
+
+        async def plan(draw: Any) -> list[Any]:
+            rows = await draw(None, 1)
+            inside.set()
+            await go_on.wait()
+            return list(rows)
+
+        session = asyncio.ensure_future(
+            store.claim_session(queues=["default"], worker_id="w", names=None, plan=plan)
+        )
+        await inside.wait()
+        assert raw.in_transaction
+        store._writes = 10**6  # a checkpoint is due: the next count posts one
+        store._wrote()
+        await store._on_thread(conn, lambda: None)  # the writer thread got past it
+        go_on.set()
+        assert len(await session) == 1
+        await store.submit(name="job")  # a write after: the deferred checkpoint runs
+        await store._on_thread(conn, lambda: None)
+    finally:
+        await store.close()
+    assert during and not any(during), during
