@@ -607,9 +607,9 @@ class Worker:
 
         The ``Completions`` ride hook (stores declaring ``completing_claim``).
         ``freeing`` are the calls whose only settlement write this is: their
-        slots count as free for the
-        claim, since the completions and the claims commit together, and they
-        are released before the new calls start. Declines (None: the caller
+        slots count as free for the claim, since the completions and the
+        claims commit together, and they are released before the new calls
+        start. Declines (None: the caller
         writes the completions alone) when the loop could not claim now
         anyway: not running, stopping, paused, no handlers, a claim already on
         its way, or no slot free even after these calls.
