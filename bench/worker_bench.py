@@ -337,7 +337,9 @@ def _pg_floor(dsn: str, schema: str, cycles: int, slots: int) -> float:
         started = time.perf_counter()
         for _ in range(cycles):
             conn.execute(probe, {"queues": ["default"], "names": None}).fetchall()
-            with conn.transaction():
+            # One round trip, as the engine's worker sends it (pipeline mode).
+            with conn.pipeline():
+                conn.execute("begin")
                 conn.execute(settle, {"ids": held, "worker_id": "w"})
                 conn.execute(recover, {"lease_expired_error": LEASE_EXPIRED_JSON})
                 cur = conn.execute(
@@ -345,6 +347,7 @@ def _pg_floor(dsn: str, schema: str, cycles: int, slots: int) -> float:
                     {"queue": "default", "names": None, "limit": slots, "worker_id": "w",
                      "lease_ms": 30_000},
                 )  # fmt: skip
+                conn.execute("commit")
                 held = [r[0] for r in cur.fetchall()]
         elapsed = time.perf_counter() - started
     return cycles * slots / elapsed
@@ -370,14 +373,14 @@ insert into cairnq_tasks (id, name, queue, status, payload, metadata, attempt,
     max_attempts, priority, worker_id, run_at_ms, created_at_ms, updated_at_ms,
     completed_at_ms, progress)
 select 'task_' || lpad(i::text, 26, '0'), 'old',
-    case when i % 4 = 3 then 'other' else 'default' end,
-    case when i % 4 < 2 then 'succeeded' else 'queued' end,
-    jsonb_build_object('i', i), '{}'::jsonb, case when i % 4 < 2 then 1 else 0 end,
-    3, 0, case when i % 4 < 2 then 'worker_old' end,
-    case when i % 4 = 2 then %(now)s + 86400000 else %(now)s - 60000 end,
+    case when mod(i, 4) = 3 then 'other' else 'default' end,
+    case when mod(i, 4) < 2 then 'succeeded' else 'queued' end,
+    jsonb_build_object('i', i), '{}'::jsonb, case when mod(i, 4) < 2 then 1 else 0 end,
+    3, 0, case when mod(i, 4) < 2 then 'worker_old' end,
+    case when mod(i, 4) = 2 then %(now)s + 86400000 else %(now)s - 60000 end,
     %(now)s - 60000, %(now)s - 60000,
-    case when i % 4 < 2 then %(now)s - 60000 end,
-    case when i % 4 < 2 then 1.0 end
+    case when mod(i, 4) < 2 then %(now)s - 60000 end,
+    case when mod(i, 4) < 2 then 1.0 end
 from generate_series(1, %(count)s) as i
 """
 
