@@ -297,7 +297,7 @@ async def cycle_floor(target: Target, count: int, slots: int) -> float:
             return await asyncio.to_thread(_sqlite_floor, target.path, cycles, slots)
         return await asyncio.to_thread(_pg_floor, target.dsn, target.schema, cycles, slots)
     finally:
-        target.drop()
+        remove(target)
 
 
 def _sqlite_floor(path: str, cycles: int, slots: int) -> float:
@@ -445,11 +445,7 @@ async def backlog_rows(dialect: str, dsn: str, workdir: str, sizes: list[int], t
             single = await drain("engine", target, tasks, None)
             batched = await drain("engine", target, tasks, BATCH)
         finally:
-            target.drop()
-            if dialect == "sqlite":
-                for suffix in ("", "-wal", "-shm"):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.remove(target.path + suffix)
+            remove(target)
         print(f"{size:>10,} {built:8.1f} {submits:10.0f} {single:10.0f} {batched:10.0f}")
 
 
@@ -513,7 +509,16 @@ async def memory_row(dialect: str, dsn: str, workdir: str, count: int) -> None:
             f"start, peak {float(peak_mb):.0f} MB (target < 150 MB)"
         )
     finally:
-        target.drop()
+        remove(target)
+
+
+def remove(target: Target) -> None:
+    """Drop the target's schema, or delete its SQLite files (a 1M backlog is ~450 MB)."""
+    target.drop()
+    if target.dialect == "sqlite":
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(target.path + suffix)
 
 
 def _peak_rss_mb() -> float:
