@@ -24,6 +24,7 @@ from engine._rules import at_least
 
 if TYPE_CHECKING:
     from engine.store._base import TaskStore
+    from engine.store._signals import Wake
 
 WaitKind = Literal["wait", "wait_by_key", "call", "ctx.wait"]
 
@@ -217,23 +218,26 @@ async def wait_for_task(
 
 
 class _Follow:
-    """One wait's beats: look at the status, read the row when it matters, nap.
+    """One wait's beats: look at the task, nap until woken or the interval passes.
 
-    The nap is a completion wake-up from the store's signal hub, so a task
-    that finishes in this process (or, on Postgres, anywhere) ends it early.
-    The wake-up for the next nap is armed before the status look: a task
-    finishing between the look and the nap then still cuts the nap short.
+    The nap is a wake-up armed on the store (``arm_task_done_wake``): a task
+    that finishes in this process, or in another one (Postgres notifications,
+    SQLite commits seen on the file), ends it early. It is armed
+    synchronously *before* the look, so a task finishing between the look and
+    the nap still cuts the nap short. A beat that follows a wake reads the
+    full row at once (a finished task needs it, and it carries the status);
+    other beats look at the status only.
     """
 
-    __slots__ = ("_armed", "_armed_for", "_deadline", "_entry", "_store", "_timeout_ms")
+    __slots__ = ("_deadline", "_entry", "_store", "_timeout_ms", "_wake", "_wake_for")
 
     def __init__(self, store: TaskStore, entry: _WaitEntry, timeout_ms: int) -> None:
         self._store = store
         self._entry = entry
         self._timeout_ms = timeout_ms
         self._deadline = time.monotonic() + timeout_ms / 1000
-        self._armed: asyncio.Future[bool] | None = None
-        self._armed_for: str | None = None
+        self._wake: Wake | None = None
+        self._wake_for: str | None = None
 
     def _left_ms(self) -> int:
         return int((self._deadline - time.monotonic()) * 1000)
@@ -250,43 +254,58 @@ class _Follow:
             return await self._store.get(subject)
         return await self._store.get_by_key(subject)
 
-    def _arm(self, nap_ms: int) -> None:
+    def _arm(self) -> None:
         target = self._entry.task_id
-        if target is None or nap_ms <= 0:
+        if target is None or (self._wake is not None and self._wake_for == target):
             return
-        self._armed_for = target
-        self._armed = asyncio.ensure_future(self._store.task_done_wake(target, nap_ms))
+        self.disarm()
+        self._wake = self._store.arm_task_done_wake(target)
+        self._wake_for = target
 
     def disarm(self) -> None:
-        if self._armed is not None:
-            self._armed.cancel()
-        self._armed, self._armed_for = None, None
+        if self._wake is not None:
+            self._wake.close()
+        self._wake, self._wake_for = None, None
 
-    async def _nap(self, ref: TaskRef | None, nap_ms: int) -> None:
-        armed, armed_for = self._armed, self._armed_for
-        self._armed, self._armed_for = None, None
-        if armed is not None and ref is not None and ref.id == armed_for:
-            await armed
-            return
-        if armed is not None:
-            armed.cancel()
-        if ref is not None:
-            await self._store.task_done_wake(ref.id, nap_ms)
-        else:
+    async def _nap(self, ref: TaskRef | None, nap_ms: int) -> bool:
+        """Sleep up to ``nap_ms``; True if a wake ended it."""
+        if ref is None:
             # Nothing to listen for yet (an unknown id, a key that points nowhere).
+            self.disarm()
             await asyncio.sleep(nap_ms / 1000)
+            return False
+        if self._wake_for != ref.id:
+            self.disarm()  # a by-key wait moved to another task: listen there
+            self._wake = self._store.arm_task_done_wake(ref.id)
+            self._wake_for = ref.id
+        wake = self._wake
+        assert wake is not None
+        woken = await wake.woken(nap_ms)
+        self.disarm()  # one wake per nap; the next beat arms a fresh one
+        return woken
 
     async def until_terminal(self, poll_ms: int, max_poll_ms: int, known: Task | None) -> Task:
         entry = self._entry
         interval = poll_ms
-        ahead = TaskRef(known.id, known.status) if known is not None else None
+        ahead: TaskRef | None = TaskRef(known.id, known.status) if known is not None else None
+        woken = False
         while True:
-            self._arm(min(interval, self._left_ms()))
-            ref, ahead = (ahead, None) if ahead is not None else (await self._look(), None)
-            entry.observe(ref)
-            left = self._left_ms()
+            self._arm()
             last_read: Task | None = None
-            if ref is not None and (ref.is_terminal or left <= 0):
+            ref: TaskRef | None
+            if ahead is not None:
+                ref, ahead = ahead, None
+            elif woken:
+                # Most wakes mean the task finished: one read of the row, not two.
+                last_read = await self._row()
+                ref = None if last_read is None else TaskRef(last_read.id, last_read.status)
+            else:
+                ref = await self._look()
+            entry.observe(ref)
+            if last_read is not None and last_read.is_terminal:
+                return last_read
+            left = self._left_ms()
+            if ref is not None and (ref.is_terminal or left <= 0) and last_read is None:
                 # The full row only when it can end the wait: a terminal look,
                 # or the deadline (so the timeout can say where the task stands).
                 last_read = await self._row()
@@ -300,5 +319,6 @@ class _Follow:
                     key=entry.key,
                     message=timeout_message(entry.subject, entry.key, self._timeout_ms, last_read),
                 )
-            await self._nap(ref, min(interval, left))
-            interval = next_poll_ms(interval, max_poll_ms)
+            woken = await self._nap(ref, min(interval, left))
+            if not woken:
+                interval = next_poll_ms(interval, max_poll_ms)

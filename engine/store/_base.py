@@ -23,7 +23,7 @@ from engine._errors import SerializationError, UnsupportedBackend
 from engine._ids import new_task_id
 from engine._models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task, TaskRef
 from engine._sql import Dialect, statement
-from engine.store._signals import Signals, WatchSignal
+from engine.store._signals import Signals, Wake, WatchSignal
 
 T = TypeVar("T")
 
@@ -708,13 +708,34 @@ class TaskStore(abc.ABC):
 
     # -- wakeups -------------------------------------------------------------------
 
+    def arm_claim_wake(self, queues: Sequence[str]) -> Wake:
+        """Arm, synchronously, a wake for a task that may be claimable on ``queues``.
+
+        Arm it before looking at the database: a write after the look then
+        fires it. ``close()`` it when done. A dialect adds its own sources
+        (another process's commits) to the same wake.
+        """
+        return self.signals.arm_claim(queues)
+
+    def arm_task_done_wake(self, task_id: str) -> Wake:
+        """Arm, synchronously, a wake for ``task_id`` going terminal (see ``arm_claim_wake``)."""
+        return self.signals.arm_done(task_id)
+
     async def claim_wake(self, queues: Sequence[str], timeout_ms: float) -> bool:
         """Sleep until a task may be claimable on ``queues`` or the timeout passes."""
-        return await self.signals.claim_wake(queues, timeout_ms)
+        wake = self.arm_claim_wake(queues)
+        try:
+            return await wake.woken(timeout_ms)
+        finally:
+            wake.close()
 
     async def task_done_wake(self, task_id: str, timeout_ms: float) -> bool:
         """Sleep until ``task_id`` may have gone terminal or the timeout passes."""
-        return await self.signals.task_done_wake(task_id, timeout_ms)
+        wake = self.arm_task_done_wake(task_id)
+        try:
+            return await wake.woken(timeout_ms)
+        finally:
+            wake.close()
 
     def watch(self, consumer: Callable[[WatchSignal], None]) -> Callable[[], None]:
         """Subscribe to "queued"/"done" signals (in-process writes; NOTIFY on Postgres)."""

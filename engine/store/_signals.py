@@ -31,33 +31,59 @@ class WatchSignal:
     task_id: str | None = None
 
 
-class _Waiter:
-    """An event bound to the loop that waits on it; settable from any thread."""
+class Wake:
+    """One armed wake-up: a future of the loop that waits on it, settable from any thread.
 
-    __slots__ = ("event", "loop")
+    Armed synchronously (``Signals.arm_done`` / ``arm_claim``), so a caller that
+    arms it *before* looking at the database cannot miss a signal sent after
+    the look. ``woken`` waits on it once; ``close`` unregisters it everywhere it
+    was registered (the hub, a store's commit watch).
+    """
+
+    __slots__ = ("_closers", "_future", "loop")
 
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
-        self.event = asyncio.Event()
+        self._future: asyncio.Future[bool] = self.loop.create_future()
+        self._closers: list[Callable[[], None]] = []
 
     def set(self) -> None:
-        call_on_loop(self.loop, self.event.set)
+        call_on_loop(self.loop, self._fire)
+
+    def _fire(self) -> None:
+        if not self._future.done():
+            self._future.set_result(True)
+
+    @property
+    def fired(self) -> bool:
+        """Whether ``set`` came (False also after a timeout)."""
+        return self._future.done() and not self._future.cancelled() and self._future.result()
+
+    def on_close(self, closer: Callable[[], None]) -> None:
+        """Run ``closer`` when this wake is closed (unregister it somewhere)."""
+        self._closers.append(closer)
 
     async def woken(self, timeout_ms: float) -> bool:
-        """Wait up to ``timeout_ms``; True if ``set`` came first."""
-        try:
-            await asyncio.wait_for(self.event.wait(), max(0.0, timeout_ms) / 1000)
-            return True
-        except TimeoutError:
-            return False
+        """Wait up to ``timeout_ms``; True if ``set`` came first (or before the call)."""
+        future = self._future
+        if not future.done():
+            timer = self.loop.call_later(max(0.0, timeout_ms) / 1000, _expire, future)
+            try:
+                await future
+            finally:
+                timer.cancel()
+        return future.result()
 
-    def leave(self, table: dict[str, builtins.set[_Waiter]], key: str) -> None:
-        """Drop this waiter from ``table[key]``, and the key once no one waits there."""
-        waiters = table.get(key)
-        if waiters is not None:
-            waiters.discard(self)
-            if not waiters:
-                del table[key]
+    def close(self) -> None:
+        """Unregister; later signals are dropped. Idempotent."""
+        closers, self._closers = self._closers, []
+        for closer in closers:
+            closer()
+
+
+def _expire(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(False)
 
 
 _shared: weakref.WeakValueDictionary[str, Signals] = weakref.WeakValueDictionary()
@@ -84,8 +110,8 @@ class Signals:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._queue_waiters: dict[str, set[_Waiter]] = defaultdict(set)
-        self._done_waiters: dict[str, set[_Waiter]] = defaultdict(set)
+        self._queue_waiters: dict[str, set[Wake]] = defaultdict(set)
+        self._done_waiters: dict[str, set[Wake]] = defaultdict(set)
         # Queues someone claims from: a "queued" signal that arrives between two
         # polls is remembered so the next claim_wake returns at once.
         self._pending_queued: set[str] = set()
@@ -138,32 +164,65 @@ class Signals:
             with contextlib.suppress(Exception):
                 consumer(signal)
 
-    async def claim_wake(self, queues: Iterable[str], timeout_ms: float) -> bool:
-        """Sleep up to ``timeout_ms``; True if a task became claimable on one of ``queues``."""
+    def arm_claim(self, queues: Iterable[str]) -> Wake:
+        """A wake fired when a task becomes claimable on one of ``queues``.
+
+        Fired at once when such a signal came since the last claim sleep on
+        these queues ended (remembered for the queues someone claims from).
+        """
         names = list(queues)
-        waiter = _Waiter()
+        wake = Wake()
         with self._lock:
             self._claimed_queues.update(names)
             if any(q in self._pending_queued for q in names):
                 self._pending_queued.difference_update(names)
-                return True
+                wake._fire()
             for q in names:
-                self._queue_waiters[q].add(waiter)
-        try:
-            return await waiter.woken(timeout_ms)
-        finally:
+                self._queue_waiters[q].add(wake)
+
+        def leave() -> None:
             with self._lock:
                 for q in names:
-                    waiter.leave(self._queue_waiters, q)
+                    _leave(self._queue_waiters, q, wake)
                 self._pending_queued.difference_update(names)
+
+        wake.on_close(leave)
+        return wake
+
+    def arm_done(self, task_id: str) -> Wake:
+        """A wake fired when ``task_id`` enters a terminal status."""
+        wake = Wake()
+        with self._lock:
+            self._done_waiters[task_id].add(wake)
+
+        def leave() -> None:
+            with self._lock:
+                _leave(self._done_waiters, task_id, wake)
+
+        wake.on_close(leave)
+        return wake
+
+    async def claim_wake(self, queues: Iterable[str], timeout_ms: float) -> bool:
+        """Sleep up to ``timeout_ms``; True if a task became claimable on one of ``queues``."""
+        wake = self.arm_claim(queues)
+        try:
+            return await wake.woken(timeout_ms)
+        finally:
+            wake.close()
 
     async def task_done_wake(self, task_id: str, timeout_ms: float) -> bool:
         """Sleep up to ``timeout_ms``; True if ``task_id`` went terminal meanwhile."""
-        waiter = _Waiter()
-        with self._lock:
-            self._done_waiters[task_id].add(waiter)
+        wake = self.arm_done(task_id)
         try:
-            return await waiter.woken(timeout_ms)
+            return await wake.woken(timeout_ms)
         finally:
-            with self._lock:
-                waiter.leave(self._done_waiters, task_id)
+            wake.close()
+
+
+def _leave(table: dict[str, builtins.set[Wake]], key: str, wake: Wake) -> None:
+    """Drop ``wake`` from ``table[key]``, and the key once no one waits there."""
+    waiters = table.get(key)
+    if waiters is not None:
+        waiters.discard(wake)
+        if not waiters:
+            del table[key]

@@ -26,8 +26,9 @@ Where the work runs:
   one flush takes all of them — bare if one, else one ``BEGIN IMMEDIATE`` —
   answering callers after COMMIT; consecutive inserts become one statement.
 * **Wakeups from other processes** (``_sqlite_commits``): while a worker or
-  waiter sleeps, ``PRAGMA data_version`` on the writer is read every ~15 ms;
-  another connection's commit ends the sleep early.
+  waiter sleeps, ``PRAGMA data_version`` on the writer is read when the WAL
+  changes (inotify on Linux; a ~15 ms poll elsewhere); another connection's
+  commit ends the sleep early.
 * **aiosqlite's thread** opens the database (migrations wait on
   ``busy_timeout``, so never on the loop), drains group-commit batches while
   another process holds the lock, and does housekeeping on its own connection:
@@ -53,7 +54,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
@@ -75,6 +76,7 @@ from engine.store._base import (
     TaskStore,
     task_from_values,
 )
+from engine.store._signals import Wake
 from engine.store._sqlite_commits import CommitWatch
 from engine.store._sqlite_group import GroupCommit, backoff
 
@@ -757,39 +759,29 @@ class SQLiteStore(TaskStore):
 
     # -- wakeups ----------------------------------------------------------------------------
 
-    async def claim_wake(self, queues: Sequence[str], timeout_ms: float) -> bool:
-        """Sleep until a task may be claimable on ``queues`` or the timeout passes.
+    def arm_claim_wake(self, queues: Sequence[str]) -> Wake:
+        """A wake for a task that may be claimable on ``queues`` (see the base class).
 
-        Ended early by a submit in this process, or within ~15 ms of a commit
-        by another process (``_sqlite_commits``).
+        Fired by a submit in this process, or by another process's commit
+        (``_sqlite_commits``: a file-change notification, else a ~15 ms poll).
         """
-        return await self._wake_early(self.signals.claim_wake(queues, timeout_ms))
+        return self._with_commits(self.signals.arm_claim(queues))
 
-    async def task_done_wake(self, task_id: str, timeout_ms: float) -> bool:
-        """Sleep until ``task_id`` may have gone terminal or the timeout passes.
+    def arm_task_done_wake(self, task_id: str) -> Wake:
+        """A wake for ``task_id`` going terminal; fired as ``arm_claim_wake``'s is."""
+        return self._with_commits(self.signals.arm_done(task_id))
 
-        Ended early as ``claim_wake`` is.
-        """
-        return await self._wake_early(self.signals.task_done_wake(task_id, timeout_ms))
-
-    async def _wake_early(self, sleep: Awaitable[bool]) -> bool:
-        """``sleep`` (a hub wait), cut short by another connection's commit."""
+    def _with_commits(self, wake: Wake) -> Wake:
+        """Add another connection's next commit to what fires ``wake``."""
         if self._memory or self._closed or self._raw is None:
-            return await sleep  # an in-memory database has no other connection
-        loop = asyncio.get_running_loop()
-        watch = self._watches.get(loop)
+            return wake  # an in-memory database has no other connection
+        watch = self._watches.get(wake.loop)
         if watch is None:
-            watch = self._watches[loop] = CommitWatch(self._data_version)
-        commit = watch.next_commit()
-        signal = asyncio.ensure_future(sleep)
-        try:
-            await asyncio.wait((signal, commit), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            watch.forget(commit)
-            signal.cancel()  # a no-op when it finished
-        if signal.done() and not signal.cancelled():
-            return signal.result()
-        return True
+            # A URI's file is not a plain path: watch it by polling.
+            path = None if self._uri else os.path.realpath(self._path)
+            watch = self._watches[wake.loop] = CommitWatch(self._data_version, path)
+        watch.add(wake)
+        return wake
 
     def _data_version(self) -> int | None:
         """The writer's ``data_version`` (unchanged by its own commits); None if busy."""

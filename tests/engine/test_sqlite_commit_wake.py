@@ -122,11 +122,13 @@ async def test_close_ends_sleeps_and_leaves_no_ticker_behind(sqlite_path: Path) 
     before = asyncio.all_tasks()
     sleeper = asyncio.ensure_future(s.claim_wake(["jobs"], POLL_MS))
     await asyncio.sleep(0.05)
-    assert len(asyncio.all_tasks() - before) >= 2  # the sleep and its commit ticker
+    watches = list(s._watches.values())
+    assert [w.mode for w in watches] in (["notify"], ["poll"])  # watching while it sleeps
     await s.close()
     assert await asyncio.wait_for(sleeper, 1) is True
     await asyncio.sleep(0)
     assert not {t for t in asyncio.all_tasks() - before if not t.done()}
+    assert [w.mode for w in watches] == [None]  # no notification or poll left armed
 
 
 def test_close_from_another_loop_stops_the_ticker(sqlite_path: Path) -> None:
