@@ -267,8 +267,8 @@ class _Follow:
             self._wake.close()
         self._wake, self._wake_for = None, None
 
-    async def _nap(self, ref: TaskRef | None, nap_ms: int) -> bool:
-        """Sleep up to ``nap_ms``; True if a wake ended it."""
+    async def _nap(self, ref: TaskRef | None, nap_ms: int) -> Task | bool:
+        """Sleep up to ``nap_ms``; True if a wake ended it, or the terminal row it carried."""
         if ref is None:
             # Nothing to listen for yet (an unknown id, a key that points nowhere).
             self.disarm()
@@ -282,13 +282,18 @@ class _Follow:
         assert wake is not None
         woken = await wake.woken(nap_ms)
         self.disarm()  # one wake per nap; the next beat arms a fresh one
+        done = wake.task
+        if woken and done is not None and self._entry.key is None and done.is_terminal:
+            # Committed by this process just now: no read needed. (A by-key
+            # wait reads: a replace ends the old task and moves the key.)
+            return done
         return woken
 
     async def until_terminal(self, poll_ms: int, max_poll_ms: int, known: Task | None) -> Task:
         entry = self._entry
         interval = poll_ms
         ahead: TaskRef | None = TaskRef(known.id, known.status) if known is not None else None
-        woken = False
+        woken: Task | bool = False
         while True:
             self._arm()
             last_read: Task | None = None
@@ -320,5 +325,8 @@ class _Follow:
                     message=timeout_message(entry.subject, entry.key, self._timeout_ms, last_read),
                 )
             woken = await self._nap(ref, min(interval, left))
+            if isinstance(woken, Task):
+                entry.observe(TaskRef(woken.id, woken.status))
+                return woken
             if not woken:
                 interval = next_poll_ms(interval, max_poll_ms)

@@ -798,7 +798,7 @@ class TaskStore(abc.ABC):
         if task.status == "queued":
             self.signals.queued(task.queue)
         elif task.status in TERMINAL_STATUSES:
-            self.signals.done(task.id)
+            self.signals.done(task.id, task)  # waiters here take the row, no read
 
     @staticmethod
     def task_from_row(row: Mapping[str, Any], *, decoded_json: bool = False) -> Task:

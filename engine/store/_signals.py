@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from engine._aio import call_on_loop
+from engine._models import Task
 
 SignalReason = Literal["queued", "done", "poll"]
 
@@ -40,19 +41,27 @@ class Wake:
     was registered (the hub, a store's commit watch).
     """
 
-    __slots__ = ("_closers", "_future", "loop")
+    __slots__ = ("_closers", "_future", "loop", "task")
 
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
         self._future: asyncio.Future[bool] = self.loop.create_future()
         self._closers: list[Callable[[], None]] = []
+        #: The terminal row a completion in this process committed, when the
+        #: signal carried it (a waiter then needs no read); else None.
+        self.task: Task | None = None
 
-    def set(self) -> None:
-        call_on_loop(self.loop, self._fire)
+    def set(self, task: Task | None = None) -> None:
+        call_on_loop(self.loop, self._fire, task)
 
-    def _fire(self) -> None:
+    def _fire(self, task: Task | None = None) -> None:
         if not self._future.done():
+            self.task = task
             self._future.set_result(True)
+        elif task is not None and self.task is None and self._future.result():
+            # A notification without the row (Postgres' echo of our own commit)
+            # came first; the row still helps if the waiter has not run yet.
+            self.task = task
 
     @property
     def fired(self) -> bool:
@@ -128,12 +137,12 @@ class Signals:
             waiter.set()
         self._publish(WatchSignal("queued", queue=queue))
 
-    def done(self, task_id: str) -> None:
-        """Task ``task_id`` entered a terminal status."""
+    def done(self, task_id: str, task: Task | None = None) -> None:
+        """Task ``task_id`` entered a terminal status; ``task``: the row as committed, if known."""
         with self._lock:
             waiters = list(self._done_waiters.get(task_id, ()))
         for waiter in waiters:
-            waiter.set()
+            waiter.set(task)
         self._publish(WatchSignal("done", task_id=task_id))
 
     def release_all(self) -> None:

@@ -68,9 +68,16 @@ class CommitWatch:
         read_version: the current ``data_version``, or None when it cannot be
             read right now (the connection is busy elsewhere; read again soon).
         path: the database file (its directory is watched); None: poll only.
+        initial: a version read earlier (the store's last), the baseline
+            should the first look find the connection busy.
     """
 
-    def __init__(self, read_version: Callable[[], int | None], path: str | None = None) -> None:
+    def __init__(
+        self,
+        read_version: Callable[[], int | None],
+        path: str | None = None,
+        initial: int | None = None,
+    ) -> None:
         self._read = read_version
         self._path = path
         self._names: frozenset[str] = frozenset()
@@ -79,7 +86,7 @@ class CommitWatch:
             self._names = frozenset({base, f"{base}-wal", f"{base}-journal"})
         self._sleepers: set[Wake] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._seen: int | None = None
+        self._seen: int | None = initial
         self._running = False
         # The inotify instance lives as long as the watch: closing one waits for
         # the kernel (~10-20 ms), so it is read only while someone sleeps and
@@ -257,9 +264,8 @@ class CommitWatch:
                 self._schedule(_BURST_STEPS_S[0])  # busy: look again soon
             return False
         seen, self._seen = self._seen, version
-        # A watch's very first look has nothing to compare with: it is the baseline
-        # (a sleeper arms before it looks, so what came before, it has seen).
-        if seen is not None and version != seen:
+        # With no baseline at all (never read before), a change may be hidden: wake.
+        if seen is None or version != seen:
             self._fire_all()
             return True
         return False

@@ -229,6 +229,9 @@ class SQLiteStore(TaskStore):
         self._watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CommitWatch] = (
             weakref.WeakKeyDictionary()
         )
+        # The writer's data_version as last read (at connect, then by commit
+        # watches): a watch whose first look finds the writer busy starts there.
+        self._last_version: int | None = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -338,6 +341,8 @@ class SQLiteStore(TaskStore):
             raw, self._owner, self._post, self._locked_error, self._wrote, inline=not self._offload
         )
         self._conn, self._raw = conn, raw
+        if not self._memory:
+            self._data_version()  # the baseline of later commit watches (~10 µs, inline)
 
     async def close(self) -> None:
         """A barrier: accepted writes land, then the connections close.
@@ -779,7 +784,9 @@ class SQLiteStore(TaskStore):
         if watch is None:
             # A URI's file is not a plain path: watch it by polling.
             path = None if self._uri else os.path.realpath(self._path)
-            watch = self._watches[wake.loop] = CommitWatch(self._data_version, path)
+            watch = self._watches[wake.loop] = CommitWatch(
+                self._data_version, path, self._last_version
+            )
         watch.add(wake)
         return wake
 
@@ -796,7 +803,8 @@ class SQLiteStore(TaskStore):
             self._owner.release()
             if self._group is not None:
                 self._group.kick()  # a drain that found the connection taken gave up
-        return int(row[0])
+        self._last_version = int(row[0])
+        return self._last_version
 
     # -- claims --------------------------------------------------------------------------
 
