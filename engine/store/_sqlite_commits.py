@@ -120,6 +120,7 @@ class CommitWatch:
         """
         loop = self._loop
         if loop is None or loop.is_closed():
+            self._release()  # nothing runs there any more; just let the instance go
             return
         try:
             running = asyncio.get_running_loop()
