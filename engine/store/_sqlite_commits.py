@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -180,6 +181,8 @@ class CommitWatch:
                 _close_later(notify)
                 return False
             self._notify = notify
+            # A store dropped without close(): give the instance back with the watch.
+            weakref.finalize(self, _close_quietly, notify)
         try:
             loop.add_reader(notify.fileno(), self._on_events)
         except (OSError, NotImplementedError, RuntimeError):
@@ -282,3 +285,8 @@ class CommitWatch:
 def _close_later(notify: Any) -> None:
     """Close an inotify instance on a short-lived thread (the close can take ~10-20 ms)."""
     threading.Thread(target=notify.close, name="cairnq-inotify-close", daemon=True).start()
+
+
+def _close_quietly(notify: Any) -> None:
+    with contextlib.suppress(OSError):
+        notify.close()  # a no-op when _release closed it already
