@@ -21,7 +21,12 @@ prefilled outside the timed section. Usage:
 
     python bench/worker_bench.py --dialect sqlite|postgres|both [--tasks 5000]
         [--backlog 10000,100000] [--backlog-1m] [--memory-tasks 100000]
-        [--skip-calls]
+        [--skip-calls] [--only-calls] [--calls 200] [--peer-calls 30]
+
+The call rows print a floor too: three bare commits in sequence (a call needs a
+submit, a claim and a complete, each durable before the next can start), one
+statement and one commit each (raw sqlite3 at synchronous=FULL, bare psycopg),
+measured just before the call rows (and again after them, in the footnote).
 """
 
 from __future__ import annotations
@@ -224,8 +229,45 @@ async def run_row(
     return out
 
 
+async def commit_floor_ms(dialect: str, dsn: str, workdir: str, n: int = 100) -> float:
+    """p50 of one bare committed single-row insert (raw sqlite3 FULL / bare psycopg), ms."""
+    samples: list[float] = []
+    if dialect == "sqlite":
+        name = f"floor_{uuid.uuid4().hex[:8]}.db"
+        conn = sqlite3.connect(os.path.join(workdir, name), isolation_level=None)
+        conn.execute("pragma journal_mode=wal")
+        conn.execute("pragma synchronous=full")
+        conn.execute("create table t (id integer primary key, v text)")
+        for i in range(n):
+            t0 = time.perf_counter()
+            conn.execute("insert into t (v) values (?)", (str(i),))
+            samples.append((time.perf_counter() - t0) * 1000)
+        conn.close()
+    else:
+        import psycopg
+
+        schema = f"bench_floor_{uuid.uuid4().hex[:8]}"
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as aconn:
+            await aconn.execute(f'create schema "{schema}"')
+            try:
+                await aconn.execute(f'create table "{schema}".t (id serial primary key, v text)')
+                for i in range(n):
+                    t0 = time.perf_counter()
+                    await aconn.execute(f'insert into "{schema}".t (v) values (%s)', (str(i),))
+                    samples.append((time.perf_counter() - t0) * 1000)
+            finally:
+                await aconn.execute(f'drop schema "{schema}" cascade')
+    return pct(samples, 0.5)
+
+
 async def bench_dialect(
-    dialect: str, dsn: str, tasks: int, calls: int, peer_calls: int, with_calls: bool = True
+    dialect: str,
+    dsn: str,
+    tasks: int,
+    calls: int,
+    peer_calls: int,
+    with_calls: bool = True,
+    with_drains: bool = True,
 ) -> None:
     workdir = tempfile.mkdtemp(prefix="worker_bench_")
     print(f"\n== {dialect} ==  (engine vs cairnq {cairnq.__version__})")
@@ -234,9 +276,11 @@ async def bench_dialect(
     else:
         print("durability: both sides one WAL flush per COMMIT (the server's default)")
     print(f"{'row':44} {'engine':>12} {'cairnq':>12} {'ratio':>8} {'floor':>10}")
-    await drain_rows(dialect, dsn, workdir, tasks)
+    if with_drains:
+        await drain_rows(dialect, dsn, workdir, tasks)
     if not with_calls:
         return
+    floor_before = await commit_floor_ms(dialect, dsn, workdir)
     for where, in_process in (("same process", True), ("other process", False)):
 
         async def measure(side: str, target: Target, inp: bool = in_process) -> list[float]:
@@ -247,7 +291,14 @@ async def bench_dialect(
         for q, name in ((0.5, "p50"), (0.95, "p95")):
             e, c = pct(lat["engine"], q), pct(lat["cairnq"], q)
             label = f"call() {name}, worker in {where} (ms)"
-            print(f"{label:44} {e:12.2f} {c:12.2f} {c / e:7.1f}x")
+            floor = f"{3 * floor_before:10.2f}" if name == "p50" else ""
+            print(f"{label:44} {e:12.2f} {c:12.2f} {c / e:7.1f}x {floor}".rstrip())
+    floor_after = await commit_floor_ms(dialect, dsn, workdir)
+    bare = "raw sqlite3 insert, synchronous=FULL" if dialect == "sqlite" else "bare psycopg insert"
+    print(
+        f"(call floor: 3 commits in sequence, p50 of one {bare}: {floor_before:.2f} ms "
+        f"before the call rows, {floor_after:.2f} ms after)"
+    )
     print(
         f"(call rows: {calls} engine calls, {peer_calls} cairnq calls; ratio = engine/cairnq "
         "for throughput, cairnq/engine for latency)"
@@ -411,7 +462,7 @@ async def build_backlog(target: Target, count: int) -> float:
 
             options = f"-c search_path={target.schema}"
             with psycopg.connect(target.dsn, autocommit=True, options=options) as conn:
-                conn.execute(_BACKLOG_PG, {"count": count, "now": now})  # type: ignore[arg-type]
+                conn.execute(_BACKLOG_PG, {"count": count, "now": now})
                 # What autovacuum would get to soon after a bulk insert; done
                 # here so it does not run during the timed rows instead.
                 conn.execute("vacuum analyze cairnq_tasks")
@@ -491,7 +542,7 @@ async def memory_row(dialect: str, dsn: str, workdir: str, count: int) -> None:
 
                 options = f"-c search_path={target.schema}"
                 with psycopg.connect(target.dsn, autocommit=True, options=options) as c:
-                    c.execute(_QUEUED_PG, {"count": count, "now": now})  # type: ignore[arg-type]
+                    c.execute(_QUEUED_PG, {"count": count, "now": now})
                     c.execute("analyze cairnq_tasks")
 
         await asyncio.to_thread(fill)
@@ -576,6 +627,7 @@ def main() -> None:
     parser.add_argument("--peer-calls", type=int, default=30)
     parser.add_argument("--serve-worker", nargs=4, metavar=("SIDE", "DIALECT", "LOC", "SCHEMA"))
     parser.add_argument("--skip-calls", action="store_true", help="leave out the call() rows")
+    parser.add_argument("--only-calls", action="store_true", help="only the call() rows")
     parser.add_argument(
         "--backlog", default="10000,100000", help="backlog sizes, comma-separated ('' = none)"
     )
@@ -597,9 +649,17 @@ def main() -> None:
     for dialect in dialects:
         asyncio.run(
             bench_dialect(
-                dialect, args.dsn, args.tasks, args.calls, args.peer_calls, not args.skip_calls
+                dialect,
+                args.dsn,
+                args.tasks,
+                args.calls,
+                args.peer_calls,
+                with_calls=not args.skip_calls,
+                with_drains=not args.only_calls,
             )
         )
+        if args.only_calls:
+            continue
         workdir = tempfile.mkdtemp(prefix="worker_bench_")
         if sizes:
             asyncio.run(backlog_rows(dialect, args.dsn, workdir, sizes, args.tasks))
