@@ -136,9 +136,15 @@ async def test_pause_lets_calls_finish_and_claims_nothing_until_resume(
     user.gate.set()  # the call in flight finishes while paused
     finished = await client.wait(held.id, timeout_ms=10_000)
     assert finished.result == "held"
-    status = await status_of(host)
-    assert status.state == "paused" and status.snapshot is not None
-    assert status.snapshot.concurrency_used == 0
+
+    # The caller sees the result as the completion commits, before the worker's
+    # bookkeeping for that call ends; wait for the slot to be given back.
+    async def slot_free() -> bool:
+        status = await status_of(host)
+        return status.snapshot is not None and status.snapshot.concurrency_used == 0
+
+    await eventually(slot_free, what="the finished call's slot to be free")
+    assert (await status_of(host)).state == "paused"
     assert (await client.get_status(later.id)).status == "queued"
     await hosted.resume()
     assert (await client.wait(later.id, timeout_ms=10_000)).status == "succeeded"
