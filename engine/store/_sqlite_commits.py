@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -94,6 +95,7 @@ class CommitWatch:
         # closed off the loop when the store closes.
         self._notify: Any = None
         self._notify_failed = False
+        self._closers: list[threading.Thread] = []
         self._timer: asyncio.TimerHandle | None = None
         self._burst_until = 0.0
         self._burst_step = 0
@@ -178,7 +180,7 @@ class CommitWatch:
                 notify.add_watch(os.path.dirname(self._path) or ".", mask)
             except OSError:
                 self._notify_failed = True
-                _close_later(notify)
+                self._closers.append(_close_later(notify))
                 return False
             self._notify = notify
             # A store dropped without close(): give the instance back with the watch.
@@ -188,7 +190,7 @@ class CommitWatch:
         except (OSError, NotImplementedError, RuntimeError):
             self._notify_failed = True
             self._notify = None
-            _close_later(notify)
+            self._closers.append(_close_later(notify))
             return False
         self.mode = "notify"
         return True
@@ -208,7 +210,21 @@ class CommitWatch:
         """Give the inotify instance back (the store is closing)."""
         notify, self._notify = self._notify, None
         if notify is not None:
-            _close_later(notify)
+            self._closers.append(_close_later(notify))
+
+    async def released(self, timeout_s: float = 1.0) -> None:
+        """Return once the instance is given back: a store's close leaves no thread.
+
+        Sleeps on the caller's loop while the closing thread finishes (or, for a
+        watch of another loop, until that loop has released it); bounded by
+        ``timeout_s`` so a stuck kernel close cannot hang a shutdown.
+        """
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self._closers = [c for c in self._closers if c.is_alive()]
+            if not self._closers and self._notify is None:
+                return
+            await asyncio.sleep(0.002)
 
     def _schedule(self, delay_s: float) -> None:
         loop = self._loop
@@ -282,9 +298,11 @@ class CommitWatch:
             self._halt()
 
 
-def _close_later(notify: Any) -> None:
+def _close_later(notify: Any) -> threading.Thread:
     """Close an inotify instance on a short-lived thread (the close can take ~10-20 ms)."""
-    threading.Thread(target=notify.close, name="cairnq-inotify-close", daemon=True).start()
+    closer = threading.Thread(target=notify.close, name="cairnq-inotify-close", daemon=True)
+    closer.start()
+    return closer
 
 
 def _close_quietly(notify: Any) -> None:

@@ -353,7 +353,8 @@ class SQLiteStore(TaskStore):
         if self._closed:
             return
         self._closed = True
-        for watch in list(self._watches.values()):
+        watches = list(self._watches.values())
+        for watch in watches:
             watch.close()
         while self._inflight or (self._group is not None and not self._group.idle):
             if self._inflight:
@@ -377,6 +378,8 @@ class SQLiteStore(TaskStore):
             if checkpointer is not None:
                 await self._on_thread(conn, checkpointer.close)
             await conn.close()
+        for watch in watches:
+            await watch.released()
 
     # -- plumbing --------------------------------------------------------------------
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -180,6 +182,33 @@ async def test_sqlite_uses_file_notifications_on_linux(store: TaskStore) -> None
         assert [w.mode for w in store._watches.values()] == ["notify"]  # type: ignore[attr-defined]
     finally:
         wake.close()
+
+
+async def test_closing_the_store_gives_back_its_inotify_instance_before_returning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The console's quit checks that only the main thread is left: the thread
+    # that closes the inotify instance (off the loop, ~10-20 ms) must be done by
+    # then. A close made slower still (as on a loaded machine) shows it.
+    if not _sqlite_commits.notifications_available():
+        pytest.skip("no file-change notifications on this platform")
+    import inotify_simple
+
+    kernel_close = inotify_simple.INotify.close
+
+    def slow_close(self: inotify_simple.INotify) -> None:
+        time.sleep(0.1)
+        kernel_close(self)
+
+    monkeypatch.setattr(inotify_simple.INotify, "close", slow_close)
+    store = SQLiteStore(str(tmp_path / "watched.db"))
+    await store.connect()
+    wake = store.arm_claim_wake(["q"])
+    assert [w.mode for w in store._watches.values()] == ["notify"]
+    wake.close()
+    await store.close()
+    left = [t.name for t in threading.enumerate() if t.name == "cairnq-inotify-close"]
+    assert left == []
 
 
 async def test_a_commit_published_after_its_event_was_read_still_wakes(tmp_path: Path) -> None:
