@@ -207,8 +207,14 @@ ROWS: list[tuple[str, Callable[[Any, int], Awaitable[float]]]] = [
 ]
 
 
-async def run_dialect(dialect: str, n: int) -> list[tuple[str, float, float]]:
-    """Every row on both sides; ``(row, cairnq ops/s, engine ops/s)``."""
+async def run_dialect(
+    dialect: str, n: int, floor: Callable[[int, int], Awaitable[float]] | None = None
+) -> list[tuple[str, float, float, float | None]]:
+    """Every row on both sides; ``(row, cairnq ops/s, engine ops/s, floor ops/s)``.
+
+    ``floor(row index, n)``, when given, runs right after the row's two sides
+    (the machine's load moves figures from one minute to the next).
+    """
     results = []
     with tempfile.TemporaryDirectory(prefix=f"store-bench-{dialect}-") as tmp:
         for index, (label, row) in enumerate(ROWS):
@@ -217,11 +223,216 @@ async def run_dialect(dialect: str, n: int) -> list[tuple[str, float, float]]:
             async with PAIRS[dialect](workdir) as stores:
                 order = ["cairnq", "engine"] if index % 2 == 0 else ["engine", "cairnq"]
                 rates = {side: await row(stores[side], n) for side in order}
-            results.append((label, rates["cairnq"], rates["engine"]))
+            bare = None if floor is None else await floor(index, n)
+            results.append((label, rates["cairnq"], rates["engine"], bare))
     return results
 
 
-async def postgres_floor(n: int) -> list[tuple[str, float]]:
+# -- floors ---------------------------------------------------------------------------
+#
+# A row's floor is what this machine allows for the same work with no store
+# around it: the engine's own statements (same schema, indexes, migrated by the
+# engine), run bare through the stdlib driver, measured in the same run. Each
+# floor does the row's durable work the way the row asks for it: one statement
+# and one COMMIT per sequential op; one transaction per gather group of 64; the
+# purge DELETE as the store sends it, one per call; the claim UPDATE as one
+# autocommit statement, then one transaction of 64 completes. (Postgres: see
+# postgres_floor.) A store can beat its floor only by doing less durable work
+# per op than the row asks for, which the rules forbid.
+
+
+def _insert_params(task_id: str, i: int, now: int) -> dict[str, Any]:
+    return {
+        "id": task_id,
+        "name": "bench",
+        "queue": "default",
+        "payload": f'{{"i": {i}}}',
+        "metadata": "{}",
+        "max_attempts": 3,
+        "priority": 0,
+        "parent_id": None,
+        "root_id": task_id,
+        "correlation_id": None,
+        "run_at_ms": now,
+        "now_ms": now,
+    }
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _raw_queued(conn: Any, count: int, name: str) -> list[str]:
+    """Setup, not timed: ``count`` queued tasks, one transaction per 64."""
+    from engine._ids import new_task_id
+    from engine._sql import statement
+
+    insert = statement("sqlite", "insert_task")
+    ids = [new_task_id() for _ in range(count)]
+    for first in range(0, count, GATHER):
+        now = _now_ms()
+        conn.execute("begin immediate")
+        for i, task_id in enumerate(ids[first : first + GATHER]):
+            conn.execute(insert, {**_insert_params(task_id, first + i, now), "name": name})
+        conn.execute("commit")
+    return ids
+
+
+def _raw_timed(ops: int, body: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    body()
+    return ops / (time.perf_counter() - start)
+
+
+def floor_sequential_submit(conn: Any, n: int) -> float:
+    """One autocommit ``insert_task`` per op."""
+    from engine._ids import new_task_id
+    from engine._sql import statement
+
+    insert = statement("sqlite", "insert_task")
+
+    def body() -> None:
+        for i in range(n):
+            conn.execute(insert, _insert_params(new_task_id(), i, _now_ms()))
+
+    return _raw_timed(n, body)
+
+
+def floor_concurrent_submit(conn: Any, n: int) -> float:
+    """One ``BEGIN IMMEDIATE`` .. ``COMMIT`` of 64 ``insert_task`` per group."""
+    from engine._ids import new_task_id
+    from engine._sql import statement
+
+    insert = statement("sqlite", "insert_task")
+
+    def body() -> None:
+        for first in range(0, n, GATHER):
+            now = _now_ms()
+            conn.execute("begin immediate")
+            for i in range(first, min(first + GATHER, n)):
+                conn.execute(insert, _insert_params(new_task_id(), i, now))
+            conn.execute("commit")
+
+    return _raw_timed(n, body)
+
+
+def floor_get(conn: Any, n: int) -> float:
+    """One ``get`` per op over 500 ids."""
+    from engine._sql import statement
+
+    ids = _raw_queued(conn, min(n, 500), "bench.get")
+    sql = statement("sqlite", "get")
+
+    def body() -> None:
+        for i in range(n):
+            conn.execute(sql, {"id": ids[i % len(ids)]}).fetchall()
+
+    return _raw_timed(n, body)
+
+
+def floor_cancel(conn: Any, n: int) -> float:
+    """One autocommit ``cancel`` per op."""
+    from engine._sql import statement
+
+    ids = _raw_queued(conn, n, "bench.cancel")
+    sql = statement("sqlite", "cancel")
+
+    def body() -> None:
+        for task_id in ids:
+            conn.execute(sql, {"id": task_id, "now_ms": _now_ms()}).fetchall()
+
+    return _raw_timed(n, body)
+
+
+def floor_purge(conn: Any, n: int) -> float:
+    """The store's purge DELETE (name filter, limit 100), autocommit, repeated."""
+    from engine._sql import statement
+    from engine.store.sqlite import purge_statement
+
+    ids = _raw_queued(conn, n, "bench.purge")
+    cancel_sql = statement("sqlite", "cancel")
+    conn.execute("begin immediate")
+    for task_id in ids:
+        conn.execute(cancel_sql, {"id": task_id, "now_ms": _now_ms()}).fetchall()
+    conn.execute("commit")
+    time.sleep(0.002)  # the cutoff is strict
+    sql = purge_statement(frozenset({"name"}))
+
+    def body() -> None:
+        while True:
+            params = {"name": "bench.purge", "queue": None, "status": None, "limit": 100}
+            if len(conn.execute(sql, {**params, "before_ms": _now_ms()}).fetchall()) < 100:
+                return
+
+    return _raw_timed(len(ids), body)
+
+
+def floor_claim_complete(conn: Any, n: int) -> float:
+    """The claim UPDATE for 64, autocommit, then its 64 ``complete``s in one transaction."""
+    from engine._sql import statement
+
+    _raw_queued(conn, CLAIM_LOOP_TASKS, "bench.claim")
+    claim_sql = statement("sqlite", "claim_one_queue_one_name")
+    complete_sql = statement("sqlite", "complete")
+
+    def body() -> None:
+        done = 0
+        while done < CLAIM_LOOP_TASKS:
+            now = _now_ms()
+            claim = {"queue": "default", "name": "bench.claim", "worker_id": "w"}
+            claim.update(limit=CLAIM_BATCH, now_ms=now, lease_until_ms=now + 30_000)
+            claimed = conn.execute(claim_sql, claim).fetchall()
+            now = _now_ms()
+            conn.execute("begin immediate")
+            for row in claimed:
+                params = {"id": row[0], "worker_id": "w", "result": '{"ok": 1}', "now_ms": now}
+                conn.execute(complete_sql, params).fetchall()
+            conn.execute("commit")
+            done += len(claimed)
+
+    return _raw_timed(CLAIM_LOOP_TASKS, body)
+
+
+#: Each row's SQLite floor, in ROWS order.
+SQLITE_FLOORS: list[Callable[[Any, int], float]] = [
+    floor_sequential_submit,
+    floor_concurrent_submit,
+    floor_get,
+    floor_cancel,
+    floor_purge,
+    floor_claim_complete,
+]
+
+
+async def sqlite_floor(index: int, n: int) -> float:
+    """Row ``index``'s floor: raw stdlib sqlite3 on a fresh file the engine migrated.
+
+    WAL, the engine's ``synchronous``, one connection in autocommit mode (a
+    bare statement is its own transaction, committed, i.e. fsynced under FULL),
+    ``foreign_keys`` on as the engine runs (a purge cascades to key rows),
+    SQLite's own WAL checkpointing left at its default. Runs on the calling
+    thread: nothing else shares it.
+    """
+    import sqlite3
+
+    from engine import SQLiteStore
+
+    with tempfile.TemporaryDirectory(prefix="store-bench-floor-") as tmp:
+        path = Path(tmp) / "floor.db"
+        migrated = SQLiteStore(path, synchronous=SYNCHRONOUS)  # type: ignore[arg-type]
+        await migrated.connect()
+        await migrated.close()
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            conn.execute("pragma journal_mode = wal")
+            conn.execute(f"pragma synchronous = {SYNCHRONOUS}")
+            conn.execute("pragma foreign_keys = on")
+            return SQLITE_FLOORS[index](conn, n)
+        finally:
+            conn.close()
+
+
+async def postgres_floor(n: int) -> dict[str, float]:
     """The engine's own statements, bare: one psycopg call per op, nothing else.
 
     A sequential submit or cancel that tells its caller the write is durable
@@ -252,7 +463,7 @@ async def postgres_floor(n: int) -> list[tuple[str, float]]:
     migrated = PostgresStore(dsn, schema=schema)
     await migrated.connect()
     await migrated.close()
-    out = []
+    out: list[tuple[str, float]] = []
 
     def insert_params(name: str, i: int) -> dict[str, Any]:
         task_id = new_task_id()
@@ -354,7 +565,8 @@ async def postgres_floor(n: int) -> list[tuple[str, float]]:
     finally:
         with psycopg.connect(dsn, autocommit=True) as admin:
             admin.execute(f'drop schema if exists "{schema}" cascade')
-    return out
+    # One figure per row, in ROWS order, keyed by the row's label.
+    return {label: rate for (label, _), (_, rate) in zip(ROWS, out, strict=True)}
 
 
 async def wal_after_serial_submits(submits: int) -> dict[str, tuple[int, int]]:
@@ -376,13 +588,27 @@ async def wal_after_serial_submits(submits: int) -> dict[str, tuple[int, int]]:
     return out
 
 
-def print_table(dialect: str, n: int, results: list[tuple[str, float, float]]) -> None:
-    width = max(len(label) for label, _, _ in results)
+def print_table(
+    dialect: str,
+    n: int,
+    results: list[tuple[str, float, float, float | None]],
+    floor_note: str,
+) -> None:
+    """One line per row: cairnq, engine, engine/cairnq, the row's floor, engine/floor."""
+    width = max(len(label) for label, *_ in results)
     print(f"\n{dialect} (n={n}; ops/s, higher is better)")
     print(f"durability: {DURABILITY[dialect]()}")
-    print(f"{'row':<{width}}  {'cairnq':>10}  {'engine':>10}  {'ratio':>6}")
-    for label, peer, ours in results:
-        print(f"{label:<{width}}  {peer:>10,.0f}  {ours:>10,.0f}  {ours / peer:>5.1f}x")
+    print(f"floor: {floor_note}")
+    print(
+        f"{'row':<{width}}  {'cairnq':>10}  {'engine':>10}  {'ratio':>6}"
+        f"  {'floor':>10}  {'engine/floor':>12}"
+    )
+    for label, peer, ours, floor in results:
+        shown = ("-", "-") if floor is None else (f"{floor:,.0f}", f"{ours / floor:.0%}")
+        print(
+            f"{label:<{width}}  {peer:>10,.0f}  {ours:>10,.0f}  {ours / peer:>5.1f}x"
+            f"  {shown[0]:>10}  {shown[1]:>12}"
+        )
 
 
 def add_synchronous_option(parser: argparse.ArgumentParser) -> None:
@@ -412,16 +638,25 @@ def main() -> None:
     SYNCHRONOUS = args.synchronous
     dialects = ["sqlite", "postgres"] if args.dialect == "both" else [args.dialect]
     for dialect in dialects:
-        print_table(dialect, args.n, asyncio.run(run_dialect(dialect, args.n)))
+        if dialect == "sqlite":
+            results = asyncio.run(run_dialect(dialect, args.n, sqlite_floor))
+            note = (
+                f"raw sqlite3, WAL, synchronous={SYNCHRONOUS.upper()}, the engine's "
+                "statements, run after each row: one commit per op (gather: one per "
+                "group of 64; purge: one per DELETE of 100; claim: the UPDATE, then "
+                "one transaction of its completes)"
+            )
+        else:
+            results = asyncio.run(run_dialect(dialect, args.n))
+            floors = asyncio.run(postgres_floor(args.n))
+            results = [(label, p, e, floors.get(label)) for label, p, e, _ in results]
+            note = "the engine's statements alone, bare psycopg, one autocommit connection"
+        print_table(dialect, args.n, results, note)
         if dialect == "sqlite" and args.wal_submits > 0:
             sizes = asyncio.run(wal_after_serial_submits(args.wal_submits))
             print(f"WAL after {args.wal_submits:,} serial submits (MB, WAL / database):")
             for side, (wal, db) in sizes.items():
                 print(f"  {side:<8} {wal / 1e6:8.1f} / {db / 1e6:.1f}")
-        if dialect == "postgres":
-            print("floor: the engine's statements alone, bare psycopg, one connection (ops/s)")
-            for label, rate in asyncio.run(postgres_floor(args.n)):
-                print(f"  {label:<40}  {rate:>10,.0f}")
 
 
 if __name__ == "__main__":
