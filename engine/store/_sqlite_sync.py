@@ -302,6 +302,21 @@ def refresh_statistics(conn: sqlite3.Connection) -> None:
         _rollback_quietly(conn)
 
 
+def refresh_statistics_waiting(conn: sqlite3.Connection) -> None:
+    """``refresh_statistics`` off the writer thread: wait briefly for the write lock.
+
+    On the housekeeping thread a write lock held by the writer's commit is the
+    common case, not a contended database; waiting a moment there blocks no one.
+    """
+    with contextlib.suppress(sqlite3.Error):
+        conn.execute(f"pragma busy_timeout = {_RESTART_WAIT_MS}")
+    try:
+        refresh_statistics(conn)
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("pragma busy_timeout = 0")
+
+
 def transaction(
     conn: sqlite3.Connection,
     steps: Sequence[tuple[str, dict[str, Any]]],

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import functools
 import os
 import sqlite3
@@ -244,6 +245,9 @@ class SQLiteStore(TaskStore):
         self._owner = threading.Lock()
         self._post: Callable[[Callable[[], None]], None] | None = None
         self._checkpointer: sqlite3.Connection | None = None
+        # Checkpoints and statistics run on a thread of their own (``_housekeep``),
+        # never in line with the writer thread's commits.
+        self._housekeeper: ThreadPoolExecutor | None = None
         self._writes = 0
         self._checkpoint_queued = False
         self._group: GroupCommit | None = None
@@ -355,10 +359,20 @@ class SQLiteStore(TaskStore):
                 self._reader = sync.open_reader(location, uri=uri, synchronous=self._synchronous)
                 self._reader_at = (location, uri)
                 if not self._read_only:
-                    self._checkpointer = await self._on_thread(
-                        conn, sync.open_checkpointer, location, uri, self._synchronous
+                    self._housekeeper = ThreadPoolExecutor(
+                        1, thread_name_prefix="cairnq-checkpoint"
+                    )
+                    self._checkpointer = await asyncio.get_running_loop().run_in_executor(
+                        self._housekeeper,
+                        sync.open_checkpointer,
+                        location,
+                        uri,
+                        self._synchronous,
                     )
         except BaseException:
+            if self._housekeeper is not None:
+                self._housekeeper.shutdown(wait=False)
+                self._housekeeper = None
             await conn.close()
             raise
         self._next_statistics = time.monotonic() + _STATISTICS_EVERY_S
@@ -399,9 +413,13 @@ class SQLiteStore(TaskStore):
             self._inspect_thread = None
         conn, self._conn, self._raw = self._conn, None, None
         checkpointer, self._checkpointer = self._checkpointer, None
-        if conn is not None:
+        housekeeper, self._housekeeper = self._housekeeper, None
+        if housekeeper is not None:
             if checkpointer is not None:
-                await self._on_thread(conn, checkpointer.close)
+                # After any checkpoint still queued there (FIFO).
+                await asyncio.get_running_loop().run_in_executor(housekeeper, checkpointer.close)
+            housekeeper.shutdown(wait=False)
+        if conn is not None:
             await conn.close()
 
     # -- plumbing --------------------------------------------------------------------
@@ -538,21 +556,32 @@ class SQLiteStore(TaskStore):
             self._group.kick()  # writes another thread queued while we held it
         self._wrote()
 
+    def _housekeep(self, job: Callable[[], None]) -> None:
+        """Run ``job`` (a checkpoint, statistics) on the housekeeping thread, FIFO."""
+        housekeeper = self._housekeeper
+        if housekeeper is None:
+            return
+        with contextlib.suppress(RuntimeError):  # shut down by close() just now
+            housekeeper.submit(job)
+
     def _wrote(self) -> None:
         """Count a write transaction; every so often checkpoint the WAL off-loop.
 
         The writer's automatic checkpoint is off: it would run inside an inline
         commit and fsync on the event loop (measured: 1% of submits took 2.5 ms).
-        A checkpoint on a connection of the writer thread runs alongside writers
-        instead, one at a time: while a RESTART holds writers off, their drain
-        queues behind it, and more checkpoints queued there would only repeat it.
+        Checkpoints run on the housekeeping thread instead, one at a time and
+        alongside the writer thread's commits, not queued in line with them:
+        there each took 3 ms or more of disk time (two fsyncs) that the next
+        commit waited behind, ~25 % of a sequential submit's time under FULL
+        (bench/README.md). A RESTART (``_sqlite_sync.checkpoint``) holds writers
+        off for a moment; they back off and retry as from any other connection.
+        More checkpoints queued behind one would only repeat it.
         """
         self._writes += 1
         if (
             self._writes < _CHECKPOINT_EVERY
             or self._checkpoint_queued
             or self._checkpointer is None
-            or self._post is None
         ):
             return
         self._writes = 0
@@ -577,7 +606,7 @@ class SQLiteStore(TaskStore):
                 if self._group is not None:
                     self._group.kick()  # writes queued while the checkpoint held it
 
-        self._post(run)
+        self._housekeep(run)
 
     async def _fetch(self, sql: str, params: dict[str, Any]) -> sync.Rows:
         """A read: inline on the reader when it can answer at once, else on the writer."""
@@ -606,16 +635,16 @@ class SQLiteStore(TaskStore):
         return await self._group.submit(sql, params, self._busy_timeout_ms / 1000)
 
     def _refresh_statistics_if_due(self) -> None:
-        """Planner statistics at most every 60 s, on the writer thread (never inline).
+        """Planner statistics at most every 60 s, on the housekeeping thread (never inline).
 
         The slot is reserved first so concurrent claims do not all refresh.
         """
         now = time.monotonic()
-        if now < self._next_statistics or self._checkpointer is None or self._post is None:
+        if now < self._next_statistics or self._checkpointer is None:
             return
         self._next_statistics = now + _STATISTICS_EVERY_S
         checkpointer = self._checkpointer
-        self._post(lambda: sync.refresh_statistics(checkpointer))
+        self._housekeep(lambda: sync.refresh_statistics_waiting(checkpointer))
 
     # -- submit ----------------------------------------------------------------------
 
