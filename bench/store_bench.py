@@ -10,11 +10,14 @@ rows run in one process, one side after the other, with the engine and cairnq
 alternating which goes first per row so neither always gets the warmer cache.
 Both sides are driven through their store-level API (what workers use), so the
 figures compare storage paths, not client wrappers. Output: one table per
-dialect with operations per second for each side and the ratio engine/cairnq,
-headed by the durability each side ran with (on SQLite cairnq runs its default,
-``synchronous=FULL``; the engine runs ``--synchronous``, default full too). On
-SQLite a last line gives each side's WAL size after ``--wal-submits`` (10,000)
-serial submits.
+dialect, headed by the durability each side ran with (on SQLite cairnq runs its
+default, ``synchronous=FULL``; the engine runs ``--synchronous``, default full
+too), one line per row: cairnq and engine operations per second, the ratio
+engine/cairnq, the row's *floor* and engine as a share of it. The floor is the
+same durable work with no store around it, measured in the same run (SQLite:
+right after the row; see ``sqlite_floor`` and the ``floor_*`` functions;
+Postgres: ``postgres_floor``; ``-`` where a row has none yet). On SQLite a last
+line gives each side's WAL size after ``--wal-submits`` (10,000) serial submits.
 """
 
 from __future__ import annotations
