@@ -6,8 +6,9 @@ Run from the repository root::
                                 [--synchronous full|normal] [--wal-submits N]
 
 Each side gets its own fresh database (on SQLite: its own new file) and the
-rows run in one process, one side after the other, with the engine and cairnq
-alternating which goes first per row so neither always gets the warmer cache.
+rows run in one process. Each row runs in ``ROUNDS`` slices per side, the
+sides taking turns and the first side rotating per slice, so neither always
+gets the warmer cache and a burst of load from other work falls on every side.
 Both sides are driven through their store-level API (what workers use), so the
 figures compare storage paths, not client wrappers. Output: one table per
 dialect, headed by the durability each side ran with (on SQLite cairnq runs its
@@ -15,8 +16,9 @@ default, ``synchronous=FULL``; the engine runs ``--synchronous``, default full
 too), one line per row: cairnq and engine operations per second, the ratio
 engine/cairnq, the row's *floor* and engine as a share of it. The floor is the
 same durable work with no store around it, measured in the same run (SQLite:
-right after the row; see ``sqlite_floor`` and the ``floor_*`` functions;
-Postgres: ``postgres_floor``; ``-`` where a row has none yet). On SQLite a last
+a third side taking its turns in the row; see ``sqlite_floor`` and the
+``floor_*`` functions; Postgres: ``postgres_floor``, after the rows; ``-``
+where a row has none yet). On SQLite a last
 line gives each side's WAL size after ``--wal-submits`` (10,000) serial submits.
 """
 
@@ -35,6 +37,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 CLAIM_LOOP_TASKS = 5_000
+#: Each row runs in this many slices per side, the sides taking turns, so a
+#: burst of load from other work on the machine falls on every side alike.
+ROUNDS = 4
+#: Tasks through claim + complete per slice.
+CLAIM_SLICE = CLAIM_LOOP_TASKS // ROUNDS
 CLAIM_BATCH = 64
 GATHER = 64
 
@@ -176,11 +183,11 @@ async def purge(store: Any, n: int) -> float:
 
 async def claim_complete(store: Any, n: int) -> float:
     """Tasks per second through claim(limit=64) + a gather of completes."""
-    await _queued_ids(store, CLAIM_LOOP_TASKS, "bench.claim")
+    await _queued_ids(store, CLAIM_SLICE, "bench.claim")
 
     async def body() -> None:
         done = 0
-        while done < CLAIM_LOOP_TASKS:
+        while done < CLAIM_SLICE:
             claimed = await store.claim(
                 queues=["default"],
                 worker_id="worker_bench",
@@ -197,7 +204,7 @@ async def claim_complete(store: Any, n: int) -> float:
             )
             done += len(claimed)
 
-    return await _timed(CLAIM_LOOP_TASKS, body)
+    return await _timed(CLAIM_SLICE, body)
 
 
 ROWS: list[tuple[str, Callable[[Any, int], Awaitable[float]]]] = [
@@ -210,24 +217,48 @@ ROWS: list[tuple[str, Callable[[Any, int], Awaitable[float]]]] = [
 ]
 
 
-async def run_dialect(
-    dialect: str, n: int, floor: Callable[[int, int], Awaitable[float]] | None = None
-) -> list[tuple[str, float, float, float | None]]:
-    """Every row on both sides; ``(row, cairnq ops/s, engine ops/s, floor ops/s)``.
+#: ``open_floor(workdir)`` yields ``floor(row index, ops)`` -> ops/s for one slice.
+OpenFloor = Callable[[Path], contextlib.AbstractAsyncContextManager[Callable[[int, int], float]]]
 
-    ``floor(row index, n)``, when given, runs right after the row's two sides
-    (the machine's load moves figures from one minute to the next).
+
+async def run_dialect(
+    dialect: str, n: int, open_floor: OpenFloor | None = None
+) -> list[tuple[str, float, float, float | None]]:
+    """Every row on each side; ``(row, cairnq ops/s, engine ops/s, floor ops/s)``.
+
+    A row runs in ``ROUNDS`` slices of ``n / ROUNDS`` ops per side (claim:
+    ``CLAIM_SLICE`` tasks), on the same stores, the sides taking turns and
+    the first side rotating per slice; a side's rate is its ops over its summed
+    time. The load from other work on the machine moves from one second to the
+    next, so a side that ran its whole row in a quiet or a busy stretch made
+    the ratio swing 2x between runs.
     """
     results = []
+    per_slice = max(1, n // ROUNDS)
     with tempfile.TemporaryDirectory(prefix=f"store-bench-{dialect}-") as tmp:
         for index, (label, row) in enumerate(ROWS):
             workdir = Path(tmp) / f"row{index}"
             workdir.mkdir()
-            async with PAIRS[dialect](workdir) as stores:
-                order = ["cairnq", "engine"] if index % 2 == 0 else ["engine", "cairnq"]
-                rates = {side: await row(stores[side], n) for side in order}
-            bare = None if floor is None else await floor(index, n)
-            results.append((label, rates["cairnq"], rates["engine"], bare))
+            spent = {"cairnq": 0.0, "engine": 0.0, "floor": 0.0}
+            ops = 0
+            async with contextlib.AsyncExitStack() as stack:
+                stores = await stack.enter_async_context(PAIRS[dialect](workdir))
+                floor = None
+                if open_floor is not None:
+                    floor = await stack.enter_async_context(open_floor(workdir))
+                sides = ["cairnq", "engine"] + ([] if floor is None else ["floor"])
+                for turn in range(ROUNDS):
+                    count = CLAIM_SLICE if row is claim_complete else per_slice
+                    ops += count
+                    for side in sides[turn % len(sides) :] + sides[: turn % len(sides)]:
+                        if side == "floor":
+                            assert floor is not None
+                            rate = floor(index, per_slice)
+                        else:
+                            rate = await row(stores[side], per_slice)
+                        spent[side] += count / rate
+            bare = None if open_floor is None else ops / spent["floor"]
+            results.append((label, ops / spent["cairnq"], ops / spent["engine"], bare))
     return results
 
 
@@ -374,13 +405,13 @@ def floor_claim_complete(conn: Any, n: int) -> float:
     """The claim UPDATE for 64, autocommit, then its 64 ``complete``s in one transaction."""
     from engine._sql import statement
 
-    _raw_queued(conn, CLAIM_LOOP_TASKS, "bench.claim")
+    _raw_queued(conn, CLAIM_SLICE, "bench.claim")
     claim_sql = statement("sqlite", "claim_one_queue_one_name")
     complete_sql = statement("sqlite", "complete")
 
     def body() -> None:
         done = 0
-        while done < CLAIM_LOOP_TASKS:
+        while done < CLAIM_SLICE:
             now = _now_ms()
             claim = {"queue": "default", "name": "bench.claim", "worker_id": "w"}
             claim.update(limit=CLAIM_BATCH, now_ms=now, lease_until_ms=now + 30_000)
@@ -393,7 +424,7 @@ def floor_claim_complete(conn: Any, n: int) -> float:
             conn.execute("commit")
             done += len(claimed)
 
-    return _raw_timed(CLAIM_LOOP_TASKS, body)
+    return _raw_timed(CLAIM_SLICE, body)
 
 
 #: Each row's SQLite floor, in ROWS order.
@@ -407,32 +438,32 @@ SQLITE_FLOORS: list[Callable[[Any, int], float]] = [
 ]
 
 
-async def sqlite_floor(index: int, n: int) -> float:
-    """Row ``index``'s floor: raw stdlib sqlite3 on a fresh file the engine migrated.
+@contextlib.asynccontextmanager
+async def sqlite_floor(workdir: Path) -> AsyncIterator[Callable[[int, int], float]]:
+    """The SQLite floor: raw stdlib sqlite3 on a file of its own the engine migrated.
 
     WAL, the engine's ``synchronous``, one connection in autocommit mode (a
     bare statement is its own transaction, committed, i.e. fsynced under FULL),
     ``foreign_keys`` on as the engine runs (a purge cascades to key rows),
     SQLite's own WAL checkpointing left at its default. Runs on the calling
-    thread: nothing else shares it.
+    thread: nothing else shares it. Yields ``floor(row index, ops)``.
     """
     import sqlite3
 
     from engine import SQLiteStore
 
-    with tempfile.TemporaryDirectory(prefix="store-bench-floor-") as tmp:
-        path = Path(tmp) / "floor.db"
-        migrated = SQLiteStore(path, synchronous=SYNCHRONOUS)  # type: ignore[arg-type]
-        await migrated.connect()
-        await migrated.close()
-        conn = sqlite3.connect(path, isolation_level=None)
-        try:
-            conn.execute("pragma journal_mode = wal")
-            conn.execute(f"pragma synchronous = {SYNCHRONOUS}")
-            conn.execute("pragma foreign_keys = on")
-            return SQLITE_FLOORS[index](conn, n)
-        finally:
-            conn.close()
+    path = workdir / "floor.db"
+    migrated = SQLiteStore(path, synchronous=SYNCHRONOUS)  # type: ignore[arg-type]
+    await migrated.connect()
+    await migrated.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("pragma journal_mode = wal")
+        conn.execute(f"pragma synchronous = {SYNCHRONOUS}")
+        conn.execute("pragma foreign_keys = on")
+        yield lambda index, ops: SQLITE_FLOORS[index](conn, ops)
+    finally:
+        conn.close()
 
 
 async def postgres_floor(n: int) -> dict[str, float]:
@@ -645,7 +676,7 @@ def main() -> None:
             results = asyncio.run(run_dialect(dialect, args.n, sqlite_floor))
             note = (
                 f"raw sqlite3, WAL, synchronous={SYNCHRONOUS.upper()}, the engine's "
-                "statements, run after each row: one commit per op (gather: one per "
+                "statements, in turns with both sides: one commit per op (gather: one per "
                 "group of 64; purge: one per DELETE of 100; claim: the UPDATE, then "
                 "one transaction of its completes)"
             )
