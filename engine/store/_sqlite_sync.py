@@ -494,7 +494,7 @@ def open_database(
         # backoff, so nothing ever sleeps inside SQLite.
         conn.execute("pragma busy_timeout = 0")
         if not memory and not read_only:
-            # Checkpoints run on a connection of the writer thread instead
+            # Checkpoints run on a connection of the housekeeping thread instead
             # (checkpoint()): inline commits must never fsync on the loop.
             conn.execute("pragma wal_autocheckpoint = 0")
     except sqlite3.DatabaseError as exc:
@@ -525,7 +525,7 @@ def set_durability(conn: sqlite3.Connection, synchronous: str) -> None:
 
 
 def open_checkpointer(path: str, uri: bool, synchronous: str) -> sqlite3.Connection:
-    """A connection of the writer thread for housekeeping: checkpoints, statistics.
+    """A connection of the housekeeping thread: checkpoints, statistics.
 
     ``timeout=0``: housekeeping never waits for a lock; it is retried later.
     """
@@ -547,8 +547,9 @@ def checkpoint(conn: sqlite3.Connection, restart_frames: int) -> None:
     frame copied. So once the WAL holds ``restart_frames`` frames, a RESTART
     checkpoint holds new writers off (up to ``_RESTART_WAIT_MS``; they back off
     and retry) until it has copied everything, and the next commit rewinds the
-    WAL, cut back to the size cap. This runs on the writer thread, never on an
-    event loop. Errors are ignored: a checkpoint is housekeeping.
+    WAL, cut back to the size cap. This runs on the store's housekeeping
+    thread, never on an event loop nor in line with the writer thread's
+    commits. Errors are ignored: a checkpoint is housekeeping.
     """
     with contextlib.suppress(sqlite3.Error):
         # (busy, frames in the WAL, frames copied)

@@ -31,17 +31,19 @@ Where the work runs:
   commit ends the sleep early.
 * **aiosqlite's thread** opens the database (migrations wait on
   ``busy_timeout``, so never on the loop), drains group-commit batches while
-  another process holds the lock, and does housekeeping on its own connection:
-  WAL checkpoints (the writer's automatic checkpoint would fsync inside an
-  inline commit) and planner statistics.
+  another process holds the lock.
+* **A housekeeping thread** with a connection of its own runs WAL checkpoints
+  (the writer's automatic checkpoint would fsync inside an inline commit) and
+  planner statistics, beside the writer thread's commits rather than queued
+  in line with them.
 
 Durability: WAL with ``synchronous=FULL`` by default, as the cairnq SDKs run —
 the WAL is fsynced before any caller is answered, so every acknowledged write
 survives a crash of the process, of the OS, or a power loss. Group commit makes
 concurrent writers share that fsync. ``synchronous="normal"`` is an opt-in that
 skips it: a process crash still loses nothing, an OS crash or power loss may
-drop the last acknowledged commits. The WAL stays bounded: checkpoints run on
-the writer thread, restarting a WAL that passed ``WAL_RESTART_FRAMES``.
+drop the last acknowledged commits. The WAL stays bounded: a checkpoint
+restarts a WAL that passed ``WAL_RESTART_FRAMES``.
 """
 
 from __future__ import annotations
