@@ -32,10 +32,11 @@ Where the work runs:
 * **aiosqlite's thread** opens the database (migrations wait on
   ``busy_timeout``, so never on the loop), drains group-commit batches while
   another process holds the lock.
-* **A housekeeping thread** with a connection of its own runs WAL checkpoints
-  (the writer's automatic checkpoint would fsync inside an inline commit) and
-  planner statistics, beside the writer thread's commits rather than queued
-  in line with them.
+* **A housekeeping thread** with a connection of its own runs passive WAL
+  checkpoints (the writer's automatic checkpoint would fsync inside an inline
+  commit) and planner statistics, beside the writer thread's commits rather
+  than queued in line with them; the RESTART that rewinds a long WAL is
+  handed to the writer thread, between commits.
 
 Durability: WAL with ``synchronous=FULL`` by default, as the cairnq SDKs run —
 the WAL is fsynced before any caller is answered, so every acknowledged write
@@ -417,9 +418,14 @@ class SQLiteStore(TaskStore):
         checkpointer, self._checkpointer = self._checkpointer, None
         housekeeper, self._housekeeper = self._housekeeper, None
         if housekeeper is not None:
+            loop = asyncio.get_running_loop()
             if checkpointer is not None:
-                # After any checkpoint still queued there (FIFO).
-                await asyncio.get_running_loop().run_in_executor(housekeeper, checkpointer.close)
+                # After any checkpoint still queued there (FIFO), and any RESTART
+                # one of them handed to the writer thread.
+                await loop.run_in_executor(housekeeper, _forget)
+                if conn is not None:
+                    await self._on_thread(conn, _forget)
+                await loop.run_in_executor(housekeeper, checkpointer.close)
             housekeeper.shutdown(wait=False)
         if conn is not None:
             await conn.close()
@@ -571,13 +577,15 @@ class SQLiteStore(TaskStore):
 
         The writer's automatic checkpoint is off: it would run inside an inline
         commit and fsync on the event loop (measured: 1% of submits took 2.5 ms).
-        Checkpoints run on the housekeeping thread instead, one at a time and
-        alongside the writer thread's commits, not queued in line with them:
-        there each took 3 ms or more of disk time (two fsyncs) that the next
-        commit waited behind, ~25 % of a sequential submit's time under FULL
-        (bench/README.md). A RESTART (``_sqlite_sync.checkpoint``) holds writers
-        off for a moment; they back off and retry as from any other connection.
-        More checkpoints queued behind one would only repeat it.
+        Passive checkpoints run on the housekeeping thread instead, one at a
+        time and alongside the writer thread's commits, not queued in line with
+        them: there each took 3 ms or more of disk time (two fsyncs) that the
+        next commit waited behind, ~25 % of a sequential submit's time under
+        FULL (bench/README.md). Once the WAL passed ``WAL_RESTART_FRAMES``, the
+        RESTART that rewinds it goes to the writer thread, between commits:
+        from another thread it made this store's writers meet SQLITE_BUSY and
+        sleep through backoffs. Until it ran, no other checkpoint is queued (and
+        the checkpointer connection is used by one thread at a time).
         """
         self._writes += 1
         if (
@@ -590,23 +598,33 @@ class SQLiteStore(TaskStore):
         self._checkpoint_queued = True
         checkpointer = self._checkpointer
 
-        def run() -> None:
-            self._checkpoint_queued = False
-            # Whoever holds the writer connection may have a transaction open
-            # whose COMMIT is queued on this very thread, behind this job: a
-            # RESTART checkpoint would wait its whole busy timeout for that
-            # writer (measured: a 250 ms stall every 32 worker cycles). So it
-            # runs only while it holds the connection itself, else after the
+        def restart() -> None:
+            # On the writer thread. Whoever holds the writer connection may have
+            # a transaction open whose COMMIT is queued on this very thread,
+            # behind this job: a RESTART would wait its whole busy timeout for
+            # that writer (measured: a 250 ms stall every 32 worker cycles). So
+            # it runs only while it holds the connection itself, else after the
             # next write.
-            if not self._owner.acquire(blocking=False):
-                self._writes = _CHECKPOINT_EVERY
-                return
             try:
-                sync.checkpoint(checkpointer, WAL_RESTART_FRAMES)
+                if not self._owner.acquire(blocking=False):
+                    self._writes = _CHECKPOINT_EVERY
+                    return
+                try:
+                    sync.checkpoint_restart(checkpointer)
+                finally:
+                    self._owner.release()
+                    if self._group is not None:
+                        self._group.kick()  # writes queued while the checkpoint held it
             finally:
-                self._owner.release()
-                if self._group is not None:
-                    self._group.kick()  # writes queued while the checkpoint held it
+                self._checkpoint_queued = False
+
+        def run() -> None:
+            frames = sync.checkpoint_passive(checkpointer)
+            post = self._post
+            if frames is None or frames < WAL_RESTART_FRAMES or post is None or self._closed:
+                self._checkpoint_queued = False
+                return
+            post(restart)
 
         self._housekeep(run)
 

@@ -184,6 +184,51 @@ async def test_checkpoints_run_beside_the_writer_threads_commits(
     assert not commits & checkpoints, (commits, checkpoints)
 
 
+async def test_a_restart_checkpoint_runs_between_the_writer_threads_commits(
+    opened: list[sqlite3.Connection], sqlite_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The RESTART that rewinds a long WAL waits for writers and holds them off.
+    Run from the housekeeping thread it made this store's own writes meet
+    SQLITE_BUSY and sleep through backoffs; on the writer thread, between
+    commits, they queue behind it instead."""
+    import engine.store.sqlite as sqlite_module
+    from engine.store import _sqlite_group
+
+    monkeypatch.setattr(sqlite_module, "WAL_RESTART_FRAMES", 64)
+    refused: list[int] = []
+    real_batch = _sqlite_group.sync.run_batch
+
+    def counting(conn: sqlite3.Connection, items: Any) -> Any:
+        try:
+            return real_batch(conn, items)
+        except _sqlite_group.sync.Busy:
+            refused.append(1)
+            raise
+
+    monkeypatch.setattr(_sqlite_group.sync, "run_batch", counting)
+    store = SQLiteStore(sqlite_path)  # FULL: commits run on the writer thread
+    await store.connect()
+    commits: set[int] = set()
+    restarts: set[int] = set()
+
+    def on_statement(sql: str) -> None:
+        if "wal_checkpoint(restart)" in sql:
+            restarts.add(threading.get_ident())
+        elif sql.lower().startswith("insert into cairnq_tasks"):
+            commits.add(threading.get_ident())
+
+    for conn in opened:
+        conn.set_trace_callback(on_statement)
+    try:
+        for i in range(200):
+            await store.submit(name="n", payload={"i": i, "pad": "x" * 200})
+    finally:
+        await store.close()
+    assert restarts, "no RESTART ran"
+    assert restarts == commits, (restarts, commits)
+    assert refused == []
+
+
 LEAKED_STORE_SCRIPT = textwrap.dedent(
     """
     import asyncio, gc, sys, threading, time
