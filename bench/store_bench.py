@@ -6,15 +6,20 @@ Run from the repository root::
                                 [--synchronous full|normal] [--wal-submits N]
 
 Each side gets its own fresh database (on SQLite: its own new file) and the
-rows run in one process, one side after the other, with the engine and cairnq
-alternating which goes first per row so neither always gets the warmer cache.
+rows run in one process. Each row runs in ``ROUNDS`` slices per side, the
+sides taking turns and the first side rotating per slice, so neither always
+gets the warmer cache and a burst of load from other work falls on every side.
 Both sides are driven through their store-level API (what workers use), so the
 figures compare storage paths, not client wrappers. Output: one table per
-dialect with operations per second for each side and the ratio engine/cairnq,
-headed by the durability each side ran with (on SQLite cairnq runs its default,
-``synchronous=FULL``; the engine runs ``--synchronous``, default full too). On
-SQLite a last line gives each side's WAL size after ``--wal-submits`` (10,000)
-serial submits.
+dialect, headed by the durability each side ran with (on SQLite cairnq runs its
+default, ``synchronous=FULL``; the engine runs ``--synchronous``, default full
+too), one line per row: cairnq and engine operations per second, the ratio
+engine/cairnq, the row's *floor* and engine as a share of it. The floor is the
+same durable work with no store around it, measured in the same run (SQLite:
+a third side taking its turns in the row; see ``sqlite_floor`` and the
+``floor_*`` functions; Postgres: ``postgres_floor``, after the rows; ``-``
+where a row has none yet). On SQLite a last
+line gives each side's WAL size after ``--wal-submits`` (10,000) serial submits.
 """
 
 from __future__ import annotations
@@ -32,6 +37,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 CLAIM_LOOP_TASKS = 5_000
+#: Each row runs in this many slices per side, the sides taking turns, so a
+#: burst of load from other work on the machine falls on every side alike.
+ROUNDS = 4
+#: Tasks through claim + complete per slice.
+CLAIM_SLICE = CLAIM_LOOP_TASKS // ROUNDS
 CLAIM_BATCH = 64
 GATHER = 64
 
@@ -173,11 +183,11 @@ async def purge(store: Any, n: int) -> float:
 
 async def claim_complete(store: Any, n: int) -> float:
     """Tasks per second through claim(limit=64) + a gather of completes."""
-    await _queued_ids(store, CLAIM_LOOP_TASKS, "bench.claim")
+    await _queued_ids(store, CLAIM_SLICE, "bench.claim")
 
     async def body() -> None:
         done = 0
-        while done < CLAIM_LOOP_TASKS:
+        while done < CLAIM_SLICE:
             claimed = await store.claim(
                 queues=["default"],
                 worker_id="worker_bench",
@@ -194,7 +204,7 @@ async def claim_complete(store: Any, n: int) -> float:
             )
             done += len(claimed)
 
-    return await _timed(CLAIM_LOOP_TASKS, body)
+    return await _timed(CLAIM_SLICE, body)
 
 
 ROWS: list[tuple[str, Callable[[Any, int], Awaitable[float]]]] = [
@@ -207,21 +217,256 @@ ROWS: list[tuple[str, Callable[[Any, int], Awaitable[float]]]] = [
 ]
 
 
-async def run_dialect(dialect: str, n: int) -> list[tuple[str, float, float]]:
-    """Every row on both sides; ``(row, cairnq ops/s, engine ops/s)``."""
+#: ``open_floor(workdir)`` yields ``floor(row index, ops)`` -> ops/s for one slice.
+OpenFloor = Callable[[Path], contextlib.AbstractAsyncContextManager[Callable[[int, int], float]]]
+
+
+async def run_dialect(
+    dialect: str, n: int, open_floor: OpenFloor | None = None
+) -> list[tuple[str, float, float, float | None]]:
+    """Every row on each side; ``(row, cairnq ops/s, engine ops/s, floor ops/s)``.
+
+    A row runs in ``ROUNDS`` slices of ``n / ROUNDS`` ops per side (claim:
+    ``CLAIM_SLICE`` tasks), on the same stores, the sides taking turns and
+    the first side rotating per slice; a side's rate is its ops over its summed
+    time. The load from other work on the machine moves from one second to the
+    next, so a side that ran its whole row in a quiet or a busy stretch made
+    the ratio swing 2x between runs.
+    """
     results = []
+    per_slice = max(1, n // ROUNDS)
     with tempfile.TemporaryDirectory(prefix=f"store-bench-{dialect}-") as tmp:
         for index, (label, row) in enumerate(ROWS):
             workdir = Path(tmp) / f"row{index}"
             workdir.mkdir()
-            async with PAIRS[dialect](workdir) as stores:
-                order = ["cairnq", "engine"] if index % 2 == 0 else ["engine", "cairnq"]
-                rates = {side: await row(stores[side], n) for side in order}
-            results.append((label, rates["cairnq"], rates["engine"]))
+            spent = {"cairnq": 0.0, "engine": 0.0, "floor": 0.0}
+            ops = 0
+            async with contextlib.AsyncExitStack() as stack:
+                stores = await stack.enter_async_context(PAIRS[dialect](workdir))
+                floor = None
+                if open_floor is not None:
+                    floor = await stack.enter_async_context(open_floor(workdir))
+                sides = ["cairnq", "engine"] + ([] if floor is None else ["floor"])
+                for turn in range(ROUNDS):
+                    count = CLAIM_SLICE if row is claim_complete else per_slice
+                    ops += count
+                    for side in sides[turn % len(sides) :] + sides[: turn % len(sides)]:
+                        if side == "floor":
+                            assert floor is not None
+                            rate = floor(index, per_slice)
+                        else:
+                            rate = await row(stores[side], per_slice)
+                        spent[side] += count / rate
+            bare = None if open_floor is None else ops / spent["floor"]
+            results.append((label, ops / spent["cairnq"], ops / spent["engine"], bare))
     return results
 
 
-async def postgres_floor(n: int) -> list[tuple[str, float]]:
+# -- floors ---------------------------------------------------------------------------
+#
+# A row's floor is what this machine allows for the same work with no store
+# around it: the engine's own statements (same schema, indexes, migrated by the
+# engine), run bare through the stdlib driver, measured in the same run. Each
+# floor does the row's durable work the way the row asks for it: one statement
+# and one COMMIT per sequential op; one transaction per gather group of 64; the
+# purge DELETE as the store sends it, one per call; the claim UPDATE as one
+# autocommit statement, then one transaction of 64 completes. (Postgres: see
+# postgres_floor.) A store can beat its floor only by doing less durable work
+# per op than the row asks for, which the rules forbid.
+
+
+def _insert_params(task_id: str, i: int, now: int) -> dict[str, Any]:
+    return {
+        "id": task_id,
+        "name": "bench",
+        "queue": "default",
+        "payload": f'{{"i": {i}}}',
+        "metadata": "{}",
+        "max_attempts": 3,
+        "priority": 0,
+        "parent_id": None,
+        "root_id": task_id,
+        "correlation_id": None,
+        "run_at_ms": now,
+        "now_ms": now,
+    }
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _raw_queued(conn: Any, count: int, name: str) -> list[str]:
+    """Setup, not timed: ``count`` queued tasks, one transaction per 64."""
+    from engine._ids import new_task_id
+    from engine._sql import statement
+
+    insert = statement("sqlite", "insert_task")
+    ids = [new_task_id() for _ in range(count)]
+    for first in range(0, count, GATHER):
+        now = _now_ms()
+        conn.execute("begin immediate")
+        for i, task_id in enumerate(ids[first : first + GATHER]):
+            conn.execute(insert, {**_insert_params(task_id, first + i, now), "name": name})
+        conn.execute("commit")
+    return ids
+
+
+def _raw_timed(ops: int, body: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    body()
+    return ops / (time.perf_counter() - start)
+
+
+def floor_sequential_submit(conn: Any, n: int) -> float:
+    """One autocommit ``insert_task`` per op."""
+    from engine._ids import new_task_id
+    from engine._sql import statement
+
+    insert = statement("sqlite", "insert_task")
+
+    def body() -> None:
+        for i in range(n):
+            conn.execute(insert, _insert_params(new_task_id(), i, _now_ms()))
+
+    return _raw_timed(n, body)
+
+
+def floor_concurrent_submit(conn: Any, n: int) -> float:
+    """One ``BEGIN IMMEDIATE`` .. ``COMMIT`` of 64 ``insert_task`` per group."""
+    from engine._ids import new_task_id
+    from engine._sql import statement
+
+    insert = statement("sqlite", "insert_task")
+
+    def body() -> None:
+        for first in range(0, n, GATHER):
+            now = _now_ms()
+            conn.execute("begin immediate")
+            for i in range(first, min(first + GATHER, n)):
+                conn.execute(insert, _insert_params(new_task_id(), i, now))
+            conn.execute("commit")
+
+    return _raw_timed(n, body)
+
+
+def floor_get(conn: Any, n: int) -> float:
+    """One ``get`` per op over 500 ids."""
+    from engine._sql import statement
+
+    ids = _raw_queued(conn, min(n, 500), "bench.get")
+    sql = statement("sqlite", "get")
+
+    def body() -> None:
+        for i in range(n):
+            conn.execute(sql, {"id": ids[i % len(ids)]}).fetchall()
+
+    return _raw_timed(n, body)
+
+
+def floor_cancel(conn: Any, n: int) -> float:
+    """One autocommit ``cancel`` per op."""
+    from engine._sql import statement
+
+    ids = _raw_queued(conn, n, "bench.cancel")
+    sql = statement("sqlite", "cancel")
+
+    def body() -> None:
+        for task_id in ids:
+            conn.execute(sql, {"id": task_id, "now_ms": _now_ms()}).fetchall()
+
+    return _raw_timed(n, body)
+
+
+def floor_purge(conn: Any, n: int) -> float:
+    """The store's purge DELETE (name filter, limit 100), autocommit, repeated."""
+    from engine._sql import statement
+    from engine.store.sqlite import purge_statement
+
+    ids = _raw_queued(conn, n, "bench.purge")
+    cancel_sql = statement("sqlite", "cancel")
+    conn.execute("begin immediate")
+    for task_id in ids:
+        conn.execute(cancel_sql, {"id": task_id, "now_ms": _now_ms()}).fetchall()
+    conn.execute("commit")
+    time.sleep(0.002)  # the cutoff is strict
+    sql = purge_statement(frozenset({"name"}))
+
+    def body() -> None:
+        while True:
+            params = {"name": "bench.purge", "queue": None, "status": None, "limit": 100}
+            if len(conn.execute(sql, {**params, "before_ms": _now_ms()}).fetchall()) < 100:
+                return
+
+    return _raw_timed(len(ids), body)
+
+
+def floor_claim_complete(conn: Any, n: int) -> float:
+    """The claim UPDATE for 64, autocommit, then its 64 ``complete``s in one transaction."""
+    from engine._sql import statement
+
+    _raw_queued(conn, CLAIM_SLICE, "bench.claim")
+    claim_sql = statement("sqlite", "claim_one_queue_one_name")
+    complete_sql = statement("sqlite", "complete")
+
+    def body() -> None:
+        done = 0
+        while done < CLAIM_SLICE:
+            now = _now_ms()
+            claim = {"queue": "default", "name": "bench.claim", "worker_id": "w"}
+            claim.update(limit=CLAIM_BATCH, now_ms=now, lease_until_ms=now + 30_000)
+            claimed = conn.execute(claim_sql, claim).fetchall()
+            now = _now_ms()
+            conn.execute("begin immediate")
+            for row in claimed:
+                params = {"id": row[0], "worker_id": "w", "result": '{"ok": 1}', "now_ms": now}
+                conn.execute(complete_sql, params).fetchall()
+            conn.execute("commit")
+            done += len(claimed)
+
+    return _raw_timed(CLAIM_SLICE, body)
+
+
+#: Each row's SQLite floor, in ROWS order.
+SQLITE_FLOORS: list[Callable[[Any, int], float]] = [
+    floor_sequential_submit,
+    floor_concurrent_submit,
+    floor_get,
+    floor_cancel,
+    floor_purge,
+    floor_claim_complete,
+]
+
+
+@contextlib.asynccontextmanager
+async def sqlite_floor(workdir: Path) -> AsyncIterator[Callable[[int, int], float]]:
+    """The SQLite floor: raw stdlib sqlite3 on a file of its own the engine migrated.
+
+    WAL, the engine's ``synchronous``, one connection in autocommit mode (a
+    bare statement is its own transaction, committed, i.e. fsynced under FULL),
+    ``foreign_keys`` on as the engine runs (a purge cascades to key rows),
+    SQLite's own WAL checkpointing left at its default. Runs on the calling
+    thread: nothing else shares it. Yields ``floor(row index, ops)``.
+    """
+    import sqlite3
+
+    from engine import SQLiteStore
+
+    path = workdir / "floor.db"
+    migrated = SQLiteStore(path, synchronous=SYNCHRONOUS)  # type: ignore[arg-type]
+    await migrated.connect()
+    await migrated.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("pragma journal_mode = wal")
+        conn.execute(f"pragma synchronous = {SYNCHRONOUS}")
+        conn.execute("pragma foreign_keys = on")
+        yield lambda index, ops: SQLITE_FLOORS[index](conn, ops)
+    finally:
+        conn.close()
+
+
+async def postgres_floor(n: int) -> dict[str, float]:
     """The engine's own statements, bare: one psycopg call per op, nothing else.
 
     A sequential submit or cancel that tells its caller the write is durable
@@ -252,7 +497,7 @@ async def postgres_floor(n: int) -> list[tuple[str, float]]:
     migrated = PostgresStore(dsn, schema=schema)
     await migrated.connect()
     await migrated.close()
-    out = []
+    out: list[tuple[str, float]] = []
 
     def insert_params(name: str, i: int) -> dict[str, Any]:
         task_id = new_task_id()
@@ -354,7 +599,8 @@ async def postgres_floor(n: int) -> list[tuple[str, float]]:
     finally:
         with psycopg.connect(dsn, autocommit=True) as admin:
             admin.execute(f'drop schema if exists "{schema}" cascade')
-    return out
+    # One figure per row, in ROWS order, keyed by the row's label.
+    return {label: rate for (label, _), (_, rate) in zip(ROWS, out, strict=True)}
 
 
 async def wal_after_serial_submits(submits: int) -> dict[str, tuple[int, int]]:
@@ -376,13 +622,27 @@ async def wal_after_serial_submits(submits: int) -> dict[str, tuple[int, int]]:
     return out
 
 
-def print_table(dialect: str, n: int, results: list[tuple[str, float, float]]) -> None:
-    width = max(len(label) for label, _, _ in results)
+def print_table(
+    dialect: str,
+    n: int,
+    results: list[tuple[str, float, float, float | None]],
+    floor_note: str,
+) -> None:
+    """One line per row: cairnq, engine, engine/cairnq, the row's floor, engine/floor."""
+    width = max(len(label) for label, *_ in results)
     print(f"\n{dialect} (n={n}; ops/s, higher is better)")
     print(f"durability: {DURABILITY[dialect]()}")
-    print(f"{'row':<{width}}  {'cairnq':>10}  {'engine':>10}  {'ratio':>6}")
-    for label, peer, ours in results:
-        print(f"{label:<{width}}  {peer:>10,.0f}  {ours:>10,.0f}  {ours / peer:>5.1f}x")
+    print(f"floor: {floor_note}")
+    print(
+        f"{'row':<{width}}  {'cairnq':>10}  {'engine':>10}  {'ratio':>6}"
+        f"  {'floor':>10}  {'engine/floor':>12}"
+    )
+    for label, peer, ours, floor in results:
+        shown = ("-", "-") if floor is None else (f"{floor:,.0f}", f"{ours / floor:.0%}")
+        print(
+            f"{label:<{width}}  {peer:>10,.0f}  {ours:>10,.0f}  {ours / peer:>5.1f}x"
+            f"  {shown[0]:>10}  {shown[1]:>12}"
+        )
 
 
 def add_synchronous_option(parser: argparse.ArgumentParser) -> None:
@@ -412,16 +672,25 @@ def main() -> None:
     SYNCHRONOUS = args.synchronous
     dialects = ["sqlite", "postgres"] if args.dialect == "both" else [args.dialect]
     for dialect in dialects:
-        print_table(dialect, args.n, asyncio.run(run_dialect(dialect, args.n)))
+        if dialect == "sqlite":
+            results = asyncio.run(run_dialect(dialect, args.n, sqlite_floor))
+            note = (
+                f"raw sqlite3, WAL, synchronous={SYNCHRONOUS.upper()}, the engine's "
+                "statements, in turns with both sides: one commit per op (gather: one per "
+                "group of 64; purge: one per DELETE of 100; claim: the UPDATE, then "
+                "one transaction of its completes)"
+            )
+        else:
+            results = asyncio.run(run_dialect(dialect, args.n))
+            floors = asyncio.run(postgres_floor(args.n))
+            results = [(label, p, e, floors.get(label)) for label, p, e, _ in results]
+            note = "the engine's statements alone, bare psycopg, one autocommit connection"
+        print_table(dialect, args.n, results, note)
         if dialect == "sqlite" and args.wal_submits > 0:
             sizes = asyncio.run(wal_after_serial_submits(args.wal_submits))
             print(f"WAL after {args.wal_submits:,} serial submits (MB, WAL / database):")
             for side, (wal, db) in sizes.items():
                 print(f"  {side:<8} {wal / 1e6:8.1f} / {db / 1e6:.1f}")
-        if dialect == "postgres":
-            print("floor: the engine's statements alone, bare psycopg, one connection (ops/s)")
-            for label, rate in asyncio.run(postgres_floor(args.n)):
-                print(f"  {label:<40}  {rate:>10,.0f}")
 
 
 if __name__ == "__main__":

@@ -302,6 +302,21 @@ def refresh_statistics(conn: sqlite3.Connection) -> None:
         _rollback_quietly(conn)
 
 
+def refresh_statistics_waiting(conn: sqlite3.Connection) -> None:
+    """``refresh_statistics`` off the writer thread: wait briefly for the write lock.
+
+    On the housekeeping thread a write lock held by the writer's commit is the
+    common case, not a contended database; waiting a moment there blocks no one.
+    """
+    with contextlib.suppress(sqlite3.Error):
+        conn.execute(f"pragma busy_timeout = {_RESTART_WAIT_MS}")
+    try:
+        refresh_statistics(conn)
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("pragma busy_timeout = 0")
+
+
 def transaction(
     conn: sqlite3.Connection,
     steps: Sequence[tuple[str, dict[str, Any]]],
@@ -479,8 +494,9 @@ def open_database(
         # backoff, so nothing ever sleeps inside SQLite.
         conn.execute("pragma busy_timeout = 0")
         if not memory and not read_only:
-            # Checkpoints run on a connection of the writer thread instead
-            # (checkpoint()): inline commits must never fsync on the loop.
+            # Checkpoints run on a connection of the housekeeping thread instead
+            # (checkpoint_passive, checkpoint_restart): inline commits must
+            # never fsync on the loop.
             conn.execute("pragma wal_autocheckpoint = 0")
     except sqlite3.DatabaseError as exc:
         _rollback_quietly(conn)
@@ -510,7 +526,7 @@ def set_durability(conn: sqlite3.Connection, synchronous: str) -> None:
 
 
 def open_checkpointer(path: str, uri: bool, synchronous: str) -> sqlite3.Connection:
-    """A connection of the writer thread for housekeeping: checkpoints, statistics.
+    """A connection of the housekeeping thread: checkpoints, statistics.
 
     ``timeout=0``: housekeeping never waits for a lock; it is retried later.
     """
@@ -523,23 +539,34 @@ def open_checkpointer(path: str, uri: bool, synchronous: str) -> sqlite3.Connect
     return conn
 
 
-def checkpoint(conn: sqlite3.Connection, restart_frames: int) -> None:
-    """Copy committed WAL frames into the database; restart a WAL that grew too long.
+def checkpoint_passive(conn: sqlite3.Connection) -> int | None:
+    """Copy committed WAL frames into the database; the WAL's frame count, None on error.
 
-    PASSIVE never waits for readers or writers, but under a steady stream of
+    PASSIVE never waits for readers or writers, so it runs beside the writer's
+    commits (on the store's housekeeping thread). Under a steady stream of
     commits it never catches up either: new frames land while it copies, and
     SQLite only rewinds the WAL to its start when a writer begins with every
-    frame copied. So once the WAL holds ``restart_frames`` frames, a RESTART
-    checkpoint holds new writers off (up to ``_RESTART_WAIT_MS``; they back off
-    and retry) until it has copied everything, and the next commit rewinds the
-    WAL, cut back to the size cap. This runs on the writer thread, never on an
-    event loop. Errors are ignored: a checkpoint is housekeeping.
+    frame copied; ``checkpoint_restart`` does that once the WAL grew too long.
+    Errors are ignored: a checkpoint is housekeeping.
     """
-    with contextlib.suppress(sqlite3.Error):
+    try:
         # (busy, frames in the WAL, frames copied)
         _busy, frames, _copied = conn.execute("pragma wal_checkpoint(passive)").fetchall()[0]
-        if frames < restart_frames:
-            return
+    except sqlite3.Error:
+        return None
+    return int(frames)
+
+
+def checkpoint_restart(conn: sqlite3.Connection) -> None:
+    """Copy whatever the passive checkpoints left and make the next commit rewind the WAL.
+
+    A RESTART holds new writers off (waiting up to ``_RESTART_WAIT_MS`` for the
+    write lock and readers) until everything is copied; the next commit then
+    starts the WAL over, cut back to the size cap. The store runs it on its
+    writer thread, between commits, so its own writers queue behind it instead
+    of meeting SQLITE_BUSY and backing off. Errors are ignored.
+    """
+    with contextlib.suppress(sqlite3.Error):
         conn.execute(f"pragma busy_timeout = {_RESTART_WAIT_MS}")
         try:
             conn.execute("pragma wal_checkpoint(restart)").fetchall()

@@ -31,23 +31,28 @@ Where the work runs:
   commit ends the sleep early.
 * **aiosqlite's thread** opens the database (migrations wait on
   ``busy_timeout``, so never on the loop), drains group-commit batches while
-  another process holds the lock, and does housekeeping on its own connection:
-  WAL checkpoints (the writer's automatic checkpoint would fsync inside an
-  inline commit) and planner statistics.
+  another process holds the lock.
+* **A housekeeping thread** with a connection of its own runs passive WAL
+  checkpoints (the writer's automatic checkpoint would fsync inside an inline
+  commit) and planner statistics, beside the writer thread's commits rather
+  than queued in line with them; the RESTART that rewinds a long WAL is
+  handed to the writer thread, between commits.
 
 Durability: WAL with ``synchronous=FULL`` by default, as the cairnq SDKs run —
 the WAL is fsynced before any caller is answered, so every acknowledged write
 survives a crash of the process, of the OS, or a power loss. Group commit makes
 concurrent writers share that fsync. ``synchronous="normal"`` is an opt-in that
 skips it: a process crash still loses nothing, an OS crash or power loss may
-drop the last acknowledged commits. The WAL stays bounded: checkpoints run on
-the writer thread, restarting a WAL that passed ``WAL_RESTART_FRAMES``.
+drop the last acknowledged commits. The WAL stays bounded: a checkpoint
+restarts a WAL that passed ``WAL_RESTART_FRAMES``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
+import functools
 import os
 import sqlite3
 import threading
@@ -135,6 +140,31 @@ def _first_task(rows: sync.Rows) -> Task | None:
     return _task(rows[0]) if rows else None
 
 
+@functools.cache
+def purge_statement(active: frozenset[str]) -> str:
+    """``purge`` specialised for the filters given a value, read in completion order.
+
+    Each ``purge(limit=n)`` must read about ``n`` candidates, oldest first, not
+    every candidate of the backlog sorted to keep ``n``. With a queue, the
+    partial ``(queue, completed_at_ms)`` index gives that; it is only usable
+    while the literal status list is spelled as in its definition, so that
+    shape is left alone. Otherwise the planner chose (with or without
+    statistics) the three statuses of ``(status, completed_at_ms)`` or every
+    row of a name, then sorted them all. A unary ``+`` on the status list and
+    the name term (same meaning; the list is still spelled literally) leaves
+    ``(completed_at_ms)``, or ``(status, completed_at_ms)`` for one status, as
+    the index to walk (tests/engine/test_query_plans.py).
+    """
+    sql = specialise(_sql("purge"), active)
+    if "queue" in active:
+        return sql
+    by_age = sql.replace("where status in (", "where +status in (", 1)
+    by_age = by_age.replace("and t.name = :name", "and +t.name = :name", 1)
+    if "+status in (" not in by_age or ("name" in active and "+t.name" not in by_age):
+        raise RuntimeError("sql/sqlite/purge.sql changed shape; update purge_statement")
+    return by_age
+
+
 def _claim_statement(variant: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """A claim variant's text, its lists bound as JSON arrays (``json_each``, §2.3)."""
     for name in ("queues", "names"):
@@ -218,6 +248,9 @@ class SQLiteStore(TaskStore):
         self._owner = threading.Lock()
         self._post: Callable[[Callable[[], None]], None] | None = None
         self._checkpointer: sqlite3.Connection | None = None
+        # Checkpoints and statistics run on a thread of their own (``_housekeep``),
+        # never in line with the writer thread's commits.
+        self._housekeeper: ThreadPoolExecutor | None = None
         self._writes = 0
         self._checkpoint_queued = False
         self._group: GroupCommit | None = None
@@ -329,10 +362,20 @@ class SQLiteStore(TaskStore):
                 self._reader = sync.open_reader(location, uri=uri, synchronous=self._synchronous)
                 self._reader_at = (location, uri)
                 if not self._read_only:
-                    self._checkpointer = await self._on_thread(
-                        conn, sync.open_checkpointer, location, uri, self._synchronous
+                    self._housekeeper = ThreadPoolExecutor(
+                        1, thread_name_prefix="cairnq-checkpoint"
+                    )
+                    self._checkpointer = await asyncio.get_running_loop().run_in_executor(
+                        self._housekeeper,
+                        sync.open_checkpointer,
+                        location,
+                        uri,
+                        self._synchronous,
                     )
         except BaseException:
+            if self._housekeeper is not None:
+                self._housekeeper.shutdown(wait=False)
+                self._housekeeper = None
             await conn.close()
             raise
         self._next_statistics = time.monotonic() + _STATISTICS_EVERY_S
@@ -374,9 +417,18 @@ class SQLiteStore(TaskStore):
             self._inspect_thread = None
         conn, self._conn, self._raw = self._conn, None, None
         checkpointer, self._checkpointer = self._checkpointer, None
-        if conn is not None:
+        housekeeper, self._housekeeper = self._housekeeper, None
+        if housekeeper is not None:
+            loop = asyncio.get_running_loop()
             if checkpointer is not None:
-                await self._on_thread(conn, checkpointer.close)
+                # After any checkpoint still queued there (FIFO), and any RESTART
+                # one of them handed to the writer thread.
+                await loop.run_in_executor(housekeeper, _forget)
+                if conn is not None:
+                    await self._on_thread(conn, _forget)
+                await loop.run_in_executor(housekeeper, checkpointer.close)
+            housekeeper.shutdown(wait=False)
+        if conn is not None:
             await conn.close()
         for watch in watches:
             await watch.released()
@@ -515,46 +567,69 @@ class SQLiteStore(TaskStore):
             self._group.kick()  # writes another thread queued while we held it
         self._wrote()
 
+    def _housekeep(self, job: Callable[[], None]) -> None:
+        """Run ``job`` (a checkpoint, statistics) on the housekeeping thread, FIFO."""
+        housekeeper = self._housekeeper
+        if housekeeper is None:
+            return
+        with contextlib.suppress(RuntimeError):  # shut down by close() just now
+            housekeeper.submit(job)
+
     def _wrote(self) -> None:
         """Count a write transaction; every so often checkpoint the WAL off-loop.
 
         The writer's automatic checkpoint is off: it would run inside an inline
         commit and fsync on the event loop (measured: 1% of submits took 2.5 ms).
-        A checkpoint on a connection of the writer thread runs alongside writers
-        instead, one at a time: while a RESTART holds writers off, their drain
-        queues behind it, and more checkpoints queued there would only repeat it.
+        Passive checkpoints run on the housekeeping thread instead, one at a
+        time and alongside the writer thread's commits, not queued in line with
+        them: there each took 3 ms or more of disk time (two fsyncs) that the
+        next commit waited behind, ~25 % of a sequential submit's time under
+        FULL (bench/README.md). Once the WAL passed ``WAL_RESTART_FRAMES``, the
+        RESTART that rewinds it goes to the writer thread, between commits:
+        from another thread it made this store's writers meet SQLITE_BUSY and
+        sleep through backoffs. Until it ran, no other checkpoint is queued (and
+        the checkpointer connection is used by one thread at a time).
         """
         self._writes += 1
         if (
             self._writes < _CHECKPOINT_EVERY
             or self._checkpoint_queued
             or self._checkpointer is None
-            or self._post is None
         ):
             return
         self._writes = 0
         self._checkpoint_queued = True
         checkpointer = self._checkpointer
 
-        def run() -> None:
-            self._checkpoint_queued = False
-            # Whoever holds the writer connection may have a transaction open
-            # whose COMMIT is queued on this very thread, behind this job: a
-            # RESTART checkpoint would wait its whole busy timeout for that
-            # writer (measured: a 250 ms stall every 32 worker cycles). So it
-            # runs only while it holds the connection itself, else after the
+        def restart() -> None:
+            # On the writer thread. Whoever holds the writer connection may have
+            # a transaction open whose COMMIT is queued on this very thread,
+            # behind this job: a RESTART would wait its whole busy timeout for
+            # that writer (measured: a 250 ms stall every 32 worker cycles). So
+            # it runs only while it holds the connection itself, else after the
             # next write.
-            if not self._owner.acquire(blocking=False):
-                self._writes = _CHECKPOINT_EVERY
-                return
             try:
-                sync.checkpoint(checkpointer, WAL_RESTART_FRAMES)
+                if not self._owner.acquire(blocking=False):
+                    self._writes = _CHECKPOINT_EVERY
+                    return
+                try:
+                    sync.checkpoint_restart(checkpointer)
+                finally:
+                    self._owner.release()
+                    if self._group is not None:
+                        self._group.kick()  # writes queued while the checkpoint held it
             finally:
-                self._owner.release()
-                if self._group is not None:
-                    self._group.kick()  # writes queued while the checkpoint held it
+                self._checkpoint_queued = False
 
-        self._post(run)
+        def run() -> None:
+            frames = sync.checkpoint_passive(checkpointer)
+            post = self._post
+            if frames is None or frames < WAL_RESTART_FRAMES or post is None or self._closed:
+                self._checkpoint_queued = False
+                return
+            post(restart)
+
+        self._housekeep(run)
 
     async def _fetch(self, sql: str, params: dict[str, Any]) -> sync.Rows:
         """A read: inline on the reader when it can answer at once, else on the writer."""
@@ -583,16 +658,16 @@ class SQLiteStore(TaskStore):
         return await self._group.submit(sql, params, self._busy_timeout_ms / 1000)
 
     def _refresh_statistics_if_due(self) -> None:
-        """Planner statistics at most every 60 s, on the writer thread (never inline).
+        """Planner statistics at most every 60 s, on the housekeeping thread (never inline).
 
         The slot is reserved first so concurrent claims do not all refresh.
         """
         now = time.monotonic()
-        if now < self._next_statistics or self._checkpointer is None or self._post is None:
+        if now < self._next_statistics or self._checkpointer is None:
             return
         self._next_statistics = now + _STATISTICS_EVERY_S
         checkpointer = self._checkpointer
-        self._post(lambda: sync.refresh_statistics(checkpointer))
+        self._housekeep(lambda: sync.refresh_statistics_waiting(checkpointer))
 
     # -- submit ----------------------------------------------------------------------
 
@@ -760,7 +835,7 @@ class SQLiteStore(TaskStore):
         self, older_than_ms: int, filters: dict[str, str | None], limit: int
     ) -> builtins.list[str]:
         self._check_writable("purge")
-        sql = specialise(_sql("purge"), frozenset(k for k, v in filters.items() if v is not None))
+        sql = purge_statement(frozenset(k for k, v in filters.items() if v is not None))
         params = {**filters, "older_than_ms": older_than_ms, "limit": limit}
         _, rows = await self._write(sql, params)
         return [r[0] for r in rows]

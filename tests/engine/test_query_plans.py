@@ -165,6 +165,51 @@ def test_sqlite_purge_shapes_read_a_completion_index(
     _assert_sqlite(_sqlite_plan(sqlite_db, sql, nulls), indexes)
 
 
+@pytest.fixture(scope="module")
+def sqlite_unanalysed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlite3.Connection]:
+    """A file the store built and filled but never analysed (as a new database runs)."""
+    path = tmp_path_factory.mktemp("plans") / "unanalysed.db"
+
+    async def build() -> None:
+        store = SQLiteStore(path)
+        await store.connect()  # statistics are taken now, on empty tables: none
+        for i in range(300):
+            task = await store.submit(name=f"n{i % 2}", queue=f"q{i % 2}")
+            if i % 3:
+                await store.cancel(task.id)
+        await store.close()
+
+    import asyncio
+
+    asyncio.run(build())
+    conn = sqlite3.connect(path)
+    assert conn.execute(
+        "select count(*) from sqlite_master where name = 'sqlite_stat1'"
+    ).fetchone() == (0,) or conn.execute("select count(*) from sqlite_stat1").fetchone() == (0,)
+    yield conn
+    conn.close()
+
+
+@pytest.mark.parametrize("analysed", [True, False], ids=["analysed", "no-statistics"])
+@pytest.mark.parametrize(("active", "indexes"), PURGES)
+def test_sqlite_store_purges_read_candidates_in_completion_order(
+    request: pytest.FixtureRequest, analysed: bool, active: frozenset[str], indexes: set[str]
+) -> None:
+    """The statement the store runs walks a completion index oldest first and stops
+    at ``limit``: no sort of every candidate (a temporary B-tree), which made each
+    ``purge(limit=100)`` of a backlog cost as much as the whole backlog. Without
+    statistics the name and unfiltered shapes used to read ``(name)`` or the three
+    statuses of ``(status, completed_at_ms)`` and sort."""
+    from engine.store.sqlite import purge_statement
+
+    conn = request.getfixturevalue("sqlite_db" if analysed else "sqlite_unanalysed")
+    sql = purge_statement(active)
+    nulls = {f: None for f in PURGE_FILTERS if f not in active}
+    plan = _sqlite_plan(conn, sql, nulls)
+    _assert_sqlite(plan, COMPLETION)
+    assert not any("TEMP B-TREE" in step for step in plan), plan
+
+
 @pytest.mark.parametrize("active", LIST_SHAPES, ids=lambda a: "+".join(sorted(a)))
 def test_sqlite_list_shapes_use_a_filter_index(
     sqlite_db: sqlite3.Connection, active: frozenset[str]
