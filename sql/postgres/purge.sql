@@ -2,10 +2,12 @@
 -- now - :older_than_ms, oldest first; key rows go by cascade. Optional filters
 -- :queue, :status (terminal), :name (NULL = any). Candidates are taken
 -- FOR UPDATE SKIP LOCKED so a row retried meanwhile is never deleted.
--- Returns the deleted ids, oldest first.
+-- Returns the deleted ids, oldest first. The candidates come as an array so the
+-- delete finds each by primary key; "id in (subquery)" was planned as a hash
+-- join over a sequential scan of the whole table, whose cost grew with it.
 with deleted as (
     delete from cairnq_tasks
-    where id in (
+    where id = any (array(
         select id
         from cairnq_tasks
         where status in ('succeeded', 'failed', 'canceled')
@@ -18,7 +20,7 @@ with deleted as (
         order by completed_at_ms
         limit :limit::bigint
         for update skip locked
-    )
+    ))
     returning id, completed_at_ms
 )
 select id from deleted order by completed_at_ms, id

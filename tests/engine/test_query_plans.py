@@ -398,3 +398,68 @@ async def test_postgres_probe_seeks_an_index_over_a_backlog_with_statistics(
         scans.append(node.get("Node Type"))
         stack.extend(node.get("Plans", []))
     assert "Seq Scan" not in scans, scans
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("mode", ["force_custom_plan", "force_generic_plan"])
+@pytest.mark.parametrize("analyzed", [True, False], ids=["statistics", "no-statistics"])
+@pytest.mark.parametrize("active", [frozenset(), frozenset({"queue"}), frozenset({"status"})])
+async def test_postgres_purge_deletes_by_key_over_a_backlog(
+    pg_store: PostgresStore,
+    pg_dsn: str,
+    pg_schema: str,
+    active: frozenset[str],
+    analyzed: bool,
+    mode: str,
+) -> None:
+    """Purge, planned as the server would (sequential scans allowed, with or
+    without statistics), reads neither its candidates nor the rows it deletes
+    by scanning the whole table.
+
+    ``delete ... where id in (select ... limit n)`` was planned as a hash semi
+    join over a sequential scan of cairnq_tasks: each purge of 100 rows cost
+    a read of every row (6 ms at 20k rows, growing with the table; the planner
+    turns to a nested loop only on larger tables).
+    """
+    import psycopg
+
+    from engine.store.postgres import _sql
+
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+        await conn.execute(f'set search_path to "{pg_schema}"')
+        await conn.execute(
+            """
+            insert into cairnq_tasks (id, name, queue, status, payload, run_at_ms,
+                                      created_at_ms, updated_at_ms, completed_at_ms)
+            select 'task_' || lpad(g::text, 8, '0'), 'noop',
+                   case when g % 4 = 3 then 'other' else 'default' end,
+                   'succeeded', '{}'::jsonb, 0, g, g, g
+            from generate_series(1, 20000) as g
+            """
+        )
+        if analyzed:
+            await conn.execute("analyze cairnq_tasks")
+        given: dict[str, Any] = {"queue": None, "status": None, "name": None}
+        given.update({"queue": "default"} if "queue" in active else {})
+        given.update({"status": "succeeded"} if "status" in active else {})
+        given.update(older_than_ms=0, limit=100)
+        # The store runs purge as a prepared statement: after a few calls the
+        # server may settle on a generic plan, made without the values.
+        order = list(given)
+        sql = _sql("purge", active)
+        for place, key in enumerate(order, start=1):
+            sql = sql.replace(f"%({key})s", f"${place}")
+        await conn.execute(f"prepare doomed as {sql}")  # type: ignore[arg-type]
+        await conn.execute("set plan_cache_mode = " + mode)  # type: ignore[arg-type]
+        literals = ", ".join("null" if given[k] is None else repr(given[k]) for k in order)
+        cur = await conn.execute(
+            f"explain (format json) execute doomed({literals})"  # type: ignore[arg-type]
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    stack, scans = [row[0][0]["Plan"]], []
+    while stack:
+        node = stack.pop()
+        scans.append(node.get("Node Type"))
+        stack.extend(node.get("Plans", []))
+    assert "Seq Scan" not in scans, scans
