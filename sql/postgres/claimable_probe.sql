@@ -2,43 +2,82 @@
 -- on :queues passing the name filter (:names NULL = any name), or any expired
 -- lease anywhere (recovery is global). Params: :queues, :names.
 --
--- The queued arm looks per queue (and per name when :names is given) for the
--- first row in claim order, as the claim itself does, so it seeks the claim
--- indexes and stops at the first due row whatever lies in the table. (A plain
--- EXISTS over `queue = any(...)` was planned as a sequential scan once the
--- table held a large backlog: with the clock unknown at plan time the planner
--- expected a match early in the heap; measured 21 ms per probe at 100k rows.)
--- The clock sits in a scalar sub-select so it is computed once and can bound
--- the index scan.
+-- The queued arms never let the planner pick: a plain EXISTS over
+-- `queue = any(...)` was planned as a sequential scan behind a backlog (21 ms
+-- per probe at 100k rows). And an index scan for the first row in claim order
+-- with `run_at_ms <= now` is no bound either: the claim indexes put priority
+-- before due time, so when nothing is due it walks every queued row of the
+-- queue (126 ms at 1M rows with 250k delayed). So each arm steps through the
+-- distinct priority values present, per queue (and per name on the name
+-- index when :names is given): one seek finds the next lower value, one range
+-- seek asks whether that value has a due row, and the walk stops at the first
+-- that does. Its cost follows the number of priority values, not of undue rows.
+-- The clock is read once per queue (or queue and name), in the walk's first
+-- row, and carried along it.
 select
     exists (
-        select 1
-        from unnest(:queues::text[]) as q(queue)
-        cross join lateral (
-            select 1
-            from cairnq_tasks
+        with recursive level(queue, priority, now_ms) as (
+            select q.queue,
+                (select t.priority from cairnq_tasks as t
+                 where t.queue = q.queue and t.status = 'queued'
+                 order by t.priority desc limit 1),
+                (select (extract(epoch from clock_timestamp()) * 1000)::bigint)
+            from unnest(:queues::text[]) as q(queue)
             where :names::text[] is null
-                and status = 'queued'
-                and queue = q.queue
-                and run_at_ms <= (select (extract(epoch from clock_timestamp()) * 1000)::bigint)
-            order by priority desc, run_at_ms, id
-            limit 1
-        ) as due
+            union all
+            select l.queue,
+                (select t.priority from cairnq_tasks as t
+                 where t.queue = l.queue and t.status = 'queued'
+                     and t.priority < l.priority
+                 order by t.priority desc limit 1),
+                l.now_ms
+            from level as l
+            where l.priority is not null
+                and not exists (
+                    select 1 from cairnq_tasks as t
+                    where t.queue = l.queue and t.status = 'queued'
+                        and t.priority = l.priority and t.run_at_ms <= l.now_ms
+                )
+        )
+        select 1 from level as l
+        where l.priority is not null
+            and exists (
+                select 1 from cairnq_tasks as t
+                where t.queue = l.queue and t.status = 'queued'
+                    and t.priority = l.priority and t.run_at_ms <= l.now_ms
+            )
     )
     or exists (
-        select 1
-        from unnest(:queues::text[]) as q(queue)
-        cross join unnest(:names::text[]) as n(name)
-        cross join lateral (
-            select 1
-            from cairnq_tasks
-            where status = 'queued'
-                and queue = q.queue
-                and name = n.name
-                and run_at_ms <= (select (extract(epoch from clock_timestamp()) * 1000)::bigint)
-            order by priority desc, run_at_ms, id
-            limit 1
-        ) as due
+        with recursive level(queue, name, priority, now_ms) as (
+            select q.queue, n.name,
+                (select t.priority from cairnq_tasks as t
+                 where t.queue = q.queue and t.status = 'queued' and t.name = n.name
+                 order by t.priority desc limit 1),
+                (select (extract(epoch from clock_timestamp()) * 1000)::bigint)
+            from unnest(:queues::text[]) as q(queue)
+            cross join unnest(:names::text[]) as n(name)
+            union all
+            select l.queue, l.name,
+                (select t.priority from cairnq_tasks as t
+                 where t.queue = l.queue and t.status = 'queued' and t.name = l.name
+                     and t.priority < l.priority
+                 order by t.priority desc limit 1),
+                l.now_ms
+            from level as l
+            where l.priority is not null
+                and not exists (
+                    select 1 from cairnq_tasks as t
+                    where t.queue = l.queue and t.status = 'queued' and t.name = l.name
+                        and t.priority = l.priority and t.run_at_ms <= l.now_ms
+                )
+        )
+        select 1 from level as l
+        where l.priority is not null
+            and exists (
+                select 1 from cairnq_tasks as t
+                where t.queue = l.queue and t.status = 'queued' and t.name = l.name
+                    and t.priority = l.priority and t.run_at_ms <= l.now_ms
+            )
     )
     or exists (
         select 1
