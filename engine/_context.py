@@ -52,7 +52,9 @@ class TaskContext:
         self._backoff = (retry_backoff_ms, retry_backoff_max_ms)
         self._settled = False
         self._lost = False
-        self._lease_lost = asyncio.Event()
+        # Made on first use: most handlers never look at it, and a worker
+        # draining a batch makes one context per task.
+        self._lease_lost: asyncio.Event | None = None
         self._cancel_seen = task.cancel_requested
         # When the lease runs out unless renewed (time.monotonic(), measured from
         # before the claim or renewal was sent, so never later than the row's).
@@ -117,7 +119,12 @@ class TaskContext:
     @property
     def lease_lost(self) -> asyncio.Event:
         """Set when the lease is found lost; await it to stop side effects promptly."""
-        return self._lease_lost
+        event = self._lease_lost
+        if event is None:
+            event = self._lease_lost = asyncio.Event()
+            if self._lost:
+                event.set()
+        return event
 
     @property
     def cancel_seen(self) -> bool:
@@ -130,7 +137,8 @@ class TaskContext:
         """Flag the lease lost: from now on owned writes fail locally."""
         if not self._lost:
             self._lost = True
-            self._lease_lost.set()
+            if self._lease_lost is not None:
+                self._lease_lost.set()
 
     def mark_settled(self) -> bool:
         """Claim the right to settle; False if the task was already settled."""

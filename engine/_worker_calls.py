@@ -370,7 +370,10 @@ class Settlement:
         if call.registration.batch is None:
             await self.complete(contexts[0], outcome, freeing=call)
             return
-        results = outcome if isinstance(outcome, Mapping) else {}
+        if not isinstance(outcome, Mapping) or not outcome:
+            await self.quietly(contexts, call)  # the common batch return: no results
+            return
+        results = outcome
         bare = [c for c in contexts if results.get(c.task_id) is None]
         valued = [c for c in contexts if results.get(c.task_id) is not None]
         if not valued:
