@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from test_sqlite_commit_wake import Child  # another process, writing when told
 
 from engine import PostgresStore, SQLiteStore, TaskStore
 from engine.store import _sqlite_commits
@@ -49,21 +50,6 @@ async def main() -> None:
 
 asyncio.run(main())
 """
-
-
-class Child:
-    """Another process writing to the same database when told."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-
-    async def line(self) -> str:
-        assert self.proc.stdout is not None
-        return (await asyncio.wait_for(self.proc.stdout.readline(), 60)).decode().strip()
-
-    def tell(self, command: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(command.encode() + b"\n")
 
 
 def _location(store: TaskStore, request: pytest.FixtureRequest) -> list[str]:
