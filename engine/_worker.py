@@ -61,6 +61,7 @@ from engine._worker_snapshot import (
     WorkerState,
     report_of,
 )
+from engine._worker_threads import HandlerThreads
 
 if TYPE_CHECKING:
     from engine.store._base import Draw, TaskStore
@@ -185,6 +186,8 @@ class Worker:
         self._polls = 0
         self._last_poll_ms: int | None = None
         self._claimed_total = 0
+        # Plain-function handlers run here, never on the loop's default executor.
+        self._threads = HandlerThreads(lambda: self._limit)
 
         self._state: WorkerState = "stopped"
         self._running = False
@@ -449,6 +452,8 @@ class Worker:
             calls=tuple(c.snapshot() for c in calls),
             recent_errors=tuple(self._errors),
             recent_failures=tuple(self._failures),
+            abandoned_threads=self._threads.abandoned(),
+            abandoned_total=self._threads.abandoned_total,
         )
 
     # -- lifecycle --------------------------------------------------------------------
@@ -478,6 +483,7 @@ class Worker:
                     await asyncio.gather(*list(self._call_tasks), return_exceptions=True)
             finally:
                 self._state = "stopped"
+                self._threads.release_idle()
                 self._running = False
                 self._stopping = False
                 self._finished.set()
@@ -722,9 +728,9 @@ class Worker:
         settle: Awaitable[None] | None = None
         try:
             if self._max_run_ms is None:
-                outcome: Any = await invoke(call)
+                outcome: Any = await invoke(call, self._threads)
             else:
-                handler = asyncio.ensure_future(invoke(call))
+                handler = asyncio.ensure_future(invoke(call, self._threads))
                 done, _ = await asyncio.wait((handler,), timeout=self._max_run_ms / 1000)
                 if not done:
                     await self._abandon(call, handler, self._max_run_ms)

@@ -80,6 +80,7 @@ INSPECT_ALL = {
 }
 
 SNAPSHOTS_ALL = {
+    "AbandonedThread",
     "CallSnapshot",
     "CallTaskSnapshot",
     "ErrorReport",
