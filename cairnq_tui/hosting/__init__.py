@@ -14,6 +14,7 @@ from cairnq_tui.hosting._host import (
     WorkerHost,
 )
 from cairnq_tui.hosting._load import HostError, WorkerSpec
+from cairnq_tui.hosting._quit import quitting_notice
 from cairnq_tui.hosting._why import hosted_reasons
 
 __all__ = [
@@ -25,4 +26,5 @@ __all__ = [
     "WorkerHost",
     "WorkerSpec",
     "hosted_reasons",
+    "quitting_notice",
 ]
