@@ -25,6 +25,7 @@ from engine._inspect import (
     ThroughputBucket,
     describe_sqlite_file,
 )
+from engine._json import UndecodableJSON
 
 __all__ = [
     "DEFAULT_COUNT_CAP",
@@ -43,5 +44,6 @@ __all__ = [
     "TaskPage",
     "TaskSummary",
     "ThroughputBucket",
+    "UndecodableJSON",
     "describe_sqlite_file",
 ]
