@@ -64,7 +64,9 @@ class TaskTimeout(CairnQError):
 class TaskFailed(CairnQError):
     """``call`` found the task failed; carries its error envelope."""
 
-    def __init__(self, error: dict[str, Any] | None) -> None:
+    def __init__(self, error: object) -> None:
+        # Anything but a dict (None, or an envelope that cannot be decoded)
+        # reads as an empty envelope.
         envelope = error if isinstance(error, dict) else {}
         self.error: dict[str, Any] = envelope
         self.type = str(envelope.get("type") or "TaskError")

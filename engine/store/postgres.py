@@ -25,14 +25,13 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-import orjson
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from engine import _rules
+from engine import _json, _rules
 from engine._errors import (
     AlreadyExists,
     LostLease,
@@ -53,6 +52,7 @@ from engine.store._base import (
     Plan,
     StoreCapabilities,
     TaskStore,
+    screen_plan,
     task_from_values,
 )
 from engine.store._pg_group import WriteGroup, lost
@@ -310,7 +310,9 @@ class PostgresStore(TaskStore):
     @staticmethod
     async def _configure(conn: Conn) -> None:
         # orjson for jsonb values: same parser as every other JSON read here.
-        set_json_loads(orjson.loads, conn)
+        # Leniently: a value another writer stored too deep to decode becomes an
+        # UndecodableJSON in its row instead of failing the whole read.
+        set_json_loads(_json.loads_column, conn)
 
     async def _open_session(self) -> Conn:
         try:
@@ -800,6 +802,8 @@ class PostgresStore(TaskStore):
             args.names,
         )
         complete_params = {"ids": ids, "worker_id": worker_id}
+        # A single draw's COMMIT travels with it: no second draw to top up with.
+        plan, set_aside = screen_plan(plan, top_up=not single_draw)
 
         async def complete_alone(conn: Conn) -> set[str]:
             if not ids:
@@ -863,7 +867,10 @@ class PostgresStore(TaskStore):
             recovered = [] if recovering is None else await recovering.fetchall()
             return CompletingClaim(settled, value, claim_error, [self._task(r) for r in recovered])
 
-        outcome = await self._run(session, write=True)
+        try:
+            outcome = await self._run(session, write=True)
+        finally:
+            await self._fail_undecodable(set_aside)
         for task in outcome.recovered:
             self._after_write(task)
         for task_id in outcome.settled:

@@ -74,12 +74,15 @@ from engine._sql import migrations, specialise, statement
 from engine.store import _sqlite_sync as sync
 from engine.store._base import (
     LEASE_EXPIRED_JSON,
+    ClaimArgs,
     CompletingClaim,
     NewTask,
     Plan,
     StoreCapabilities,
     TaskStore,
+    screen_plan,
     task_from_values,
+    undecodable,
 )
 from engine.store._signals import Wake
 from engine.store._sqlite_commits import CommitWatch
@@ -932,7 +935,22 @@ class SQLiteStore(TaskStore):
         self._refresh_statistics_if_due()
         recovered, claimed = await self._retrying(sync.transaction, steps)
         self._announce_recovered(recovered)
-        return in_claim_order(_task(r) for r in claimed)
+        tasks = in_claim_order(_task(r) for r in claimed)
+        set_aside = [task for task in tasks if undecodable(task)]
+        if not set_aside:
+            return tasks
+        # Never handed out: failed for good, and the shortfall claimed again.
+        await self._fail_undecodable(set_aside)
+        kept = [task for task in tasks if not undecodable(task)]
+        if len(tasks) == limit:
+            kept += await self.claim(
+                queues=args.queues,
+                worker_id=args.worker_id,
+                lease_ms=args.lease_ms,
+                limit=len(set_aside),
+                names=args.names,
+            )
+        return kept
 
     async def _claim_session(
         self,
@@ -1094,6 +1112,15 @@ class SQLiteStore(TaskStore):
         ids = _rules.text_list(complete_ids, "complete_ids", refuses_nul=self.text_refuses_nul)
         args = self.check_claim(queues, worker_id, lease_ms, names)
         self._check_writable("claim_session_completing")
+        plan, set_aside = screen_plan(plan, top_up=True)
+        try:
+            return await self._completing(ids, args, plan)
+        finally:
+            await self._fail_undecodable(set_aside)
+
+    async def _completing(
+        self, ids: builtins.list[str], args: ClaimArgs, plan: Plan[T]
+    ) -> CompletingClaim[T]:
         if args.names == [] or not await self._probe(args.queues, args.names):
             return CompletingClaim(await self._settle_alone(ids, args.worker_id), None, None)
         conn, raw = await self._ready()

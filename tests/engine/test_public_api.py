@@ -76,6 +76,7 @@ INSPECT_ALL = {
     "TaskPage",
     "TaskSummary",
     "ThroughputBucket",
+    "UndecodableJSON",
     "describe_sqlite_file",
 }
 
