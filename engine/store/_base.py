@@ -211,17 +211,17 @@ class TaskStore(abc.ABC):
     ) -> NewTask:
         """Validate and encode a submit without I/O (ValueError/SerializationError)."""
         nul = self.text_refuses_nul
-        _rules.text(name, "name", refuses_nul=nul)
-        _rules.text(queue, "queue", refuses_nul=nul)
+        _rules.indexed_text(name, "name", refuses_nul=nul)
+        _rules.indexed_text(queue, "queue", refuses_nul=nul)
         if not isinstance(conflict, str) or conflict not in CONFLICTS:
             raise ValueError(f"unknown conflict strategy {conflict!r}; expected one of {CONFLICTS}")
         _rules.int32(max_attempts, "max_attempts", minimum=1)
         _rules.int32(priority, "priority")
         _rules.duration_ms(delay_ms, "delay_ms")
         _rules.optional_key(key, refuses_nul=nul)
-        _rules.optional_text(parent_id, "parent_id", refuses_nul=nul)
-        _rules.optional_text(root_id, "root_id", refuses_nul=nul)
-        _rules.optional_text(correlation_id, "correlation_id", refuses_nul=nul)
+        _rules.optional_indexed_text(parent_id, "parent_id", refuses_nul=nul)
+        _rules.optional_indexed_text(root_id, "root_id", refuses_nul=nul)
+        _rules.optional_indexed_text(correlation_id, "correlation_id", refuses_nul=nul)
         if metadata is not None and not isinstance(metadata, Mapping):
             raise SerializationError("metadata must be a mapping or None")
         task_id = new_task_id()
