@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import math
 import re
 import select
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -55,6 +56,7 @@ from engine.store._base import (
     screen_plan,
     task_from_values,
 )
+from engine.store._faults import postgres_fault
 from engine.store._pg_group import WriteGroup, lost
 from engine.store._pg_listener import Listener
 
@@ -421,9 +423,21 @@ class PostgresStore(TaskStore):
         await self._admit(write)
         self._inflight += 1
         try:
-            return await self._on_connection(work, retry=retry)
+            with self._faults():
+                return await self._on_connection(work, retry=retry)
         finally:
             self._done_one()
+
+    @contextlib.contextmanager
+    def _faults(self) -> Iterator[None]:
+        """Storage faults raised inside as engine errors (``_faults.postgres_fault``)."""
+        try:
+            yield
+        except psycopg.Error as exc:
+            fault = postgres_fault(exc, self.target)
+            if fault is None:
+                raise
+            raise fault from exc
 
     async def _admit(self, write: bool) -> None:
         """Refuse writes on a read-only store; connect; refuse after close."""
@@ -485,10 +499,11 @@ class PostgresStore(TaskStore):
         await self._admit(True)
         self._inflight += 1
         try:
-            if name is None:
-                row = await self._group.insert(params)
-            else:
-                row = await self._group.write(_sql(name), params, order)
+            with self._faults():
+                if name is None:
+                    row = await self._group.insert(params)
+                else:
+                    row = await self._group.write(_sql(name), params, order)
         finally:
             self._done_one()
         return None if row is None else self._task(row)
