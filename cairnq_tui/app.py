@@ -41,7 +41,7 @@ from cairnq_tui.switching import GuardedControls, TargetCommands, pick_target
 from cairnq_tui.widgets.console_node import DataNode
 from cairnq_tui.widgets.status_bar import StatusBar
 from engine import CairnQ, TaskStore, WatchSignal, active_waits
-from engine.inspect import Inspector
+from engine.inspection import Inspector
 from engine.snapshots import WaitSnapshot
 from engine.store import redact_dsn
 

@@ -22,7 +22,7 @@ from cairnq_tui.screens.prompt import PromptScreen
 from cairnq_tui.screens.purge import PurgeRequest, PurgeScreen
 from cairnq_tui.screens.submit import SubmitRequest, SubmitScreen
 from engine import AlreadyExists, Task, TaskRef
-from engine.inspect import TaskFilter
+from engine.inspection import TaskFilter
 
 #: The most tasks one "all matching" cancel or retry touches.
 BULK_CAP = 1_000

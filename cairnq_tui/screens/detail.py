@@ -32,7 +32,7 @@ from cairnq_tui.widgets.json_tree import JsonTree
 from cairnq_tui.widgets.key_footer import KeyFooter
 from cairnq_tui.widgets.status_bar import StatusBar
 from engine import Task
-from engine.inspect import TaskDetail
+from engine.inspection import TaskDetail
 
 JSON_FIELDS = ("payload", "result", "error", "metadata")
 

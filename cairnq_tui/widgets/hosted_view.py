@@ -25,7 +25,7 @@ from cairnq_tui.formatting import clean, duration
 from cairnq_tui.hosting import HostedStatus, HostedWorker, HostError, WorkerHost
 from cairnq_tui.messages import DataMessage
 from cairnq_tui.widgets.console_node import DataView
-from engine.inspect import CappedCount, TaskFilter
+from engine.inspection import CappedCount, TaskFilter
 from engine.snapshots import WaitSnapshot, WorkerSnapshot
 
 #: Backlog counts stop here (a count must never scan a whole table).

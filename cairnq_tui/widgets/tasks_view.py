@@ -35,7 +35,7 @@ from cairnq_tui.widgets.console_node import DataView
 from cairnq_tui.widgets.keyed_table import ColumnSpec, KeyedTable
 from cairnq_tui.widgets.task_rows import OpensTaskRows
 from engine import STATUSES
-from engine.inspect import CappedCount, Inspector, TaskFilter, TaskPage, TaskSummary
+from engine.inspection import CappedCount, Inspector, TaskFilter, TaskPage, TaskSummary
 
 PAGE_SIZE = 50
 #: The most task names one name filter matches (each is a page read and merged).
