@@ -23,6 +23,7 @@ from engine._inspect_types import (
     ThroughputBucket,
 )
 from engine._inspector import Inspector
+from engine._json import UndecodableJSON
 from engine._sqlite_file import SQLiteFileKind, describe_sqlite_file
 
 __all__ = [
@@ -42,5 +43,6 @@ __all__ = [
     "TaskPage",
     "TaskSummary",
     "ThroughputBucket",
+    "UndecodableJSON",
     "describe_sqlite_file",
 ]
