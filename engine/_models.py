@@ -31,7 +31,7 @@ class Task:
 
     A JSON column the engine cannot decode (stored by another writer: nested
     deeper than ``engine._json.MAX_DEPTH``, or not JSON at all) holds an
-    ``engine.inspect.UndecodableJSON`` with its raw text instead. Workers never
+    ``engine.inspection.UndecodableJSON`` with its raw text instead. Workers never
     receive such a task: a claim fails it (``code="undecodable_json"``).
     """
 

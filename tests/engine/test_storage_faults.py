@@ -31,7 +31,7 @@ from engine import (
     StoreLocked,
     StoreUnavailable,
 )
-from engine.inspect import describe_sqlite_file
+from engine.inspection import describe_sqlite_file
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from worker_support import eventually
 
 from engine import PostgresStore, SerializationError, SQLiteStore, Task, TaskStore, Worker
 from engine._json import MAX_DEPTH
-from engine.inspect import Inspector, TaskFilter, UndecodableJSON
+from engine.inspection import Inspector, TaskFilter, UndecodableJSON
 
 W = "worker_A"
 DEEP = "[" * 1_100 + "]" * 1_100

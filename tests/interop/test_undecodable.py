@@ -13,7 +13,7 @@ import sys
 from interop_support import Backend, Pair, rows
 
 from engine._json import MAX_DEPTH
-from engine.inspect import UndecodableJSON
+from engine.inspection import UndecodableJSON
 
 
 async def test_a_too_deep_peer_payload_fails_alone(pair: Pair, backend: Backend) -> None:
