@@ -15,7 +15,6 @@ from cairnq_tui.hosting._host import (
 )
 from cairnq_tui.hosting._load import HostError, WorkerSpec
 from cairnq_tui.hosting._quit import quitting_notice
-from cairnq_tui.hosting._why import hosted_reasons
 
 __all__ = [
     "DEFAULT_GRACE_S",
@@ -25,6 +24,5 @@ __all__ = [
     "HostedWorker",
     "WorkerHost",
     "WorkerSpec",
-    "hosted_reasons",
     "quitting_notice",
 ]
