@@ -51,6 +51,20 @@ H = TypeVar("H", bound=Callable[..., Any])
 _RECENT_REPORTS = 100
 
 
+def _checked_queues(queues: object) -> tuple[str, ...]:
+    """``queues`` as a tuple of queue names.
+
+    Raises:
+        ValueError: not a non-empty list of non-empty strings.
+    """
+    if isinstance(queues, str) or not isinstance(queues, Sequence) or not queues:
+        raise ValueError(f"queues must be a non-empty list of queue names, got {queues!r}")
+    for queue in queues:
+        if not isinstance(queue, str) or not queue:
+            raise ValueError(f"queue names must be non-empty strings, got {queue!r}")
+    return tuple(queues)
+
+
 # -- the worker --------------------------------------------------------------------------
 
 
@@ -98,13 +112,8 @@ class Worker(ClaimLoop):
         max_queue_wait_ms: int = 600_000,
         on_error: OnError | None = None,
     ) -> None:
-        if isinstance(queues, str) or not isinstance(queues, Sequence) or not queues:
-            raise ValueError("queues must be a non-empty list of queue names")
-        for queue in queues:
-            if not isinstance(queue, str) or not queue:
-                raise ValueError(f"queue names must be non-empty strings, got {queue!r}")
         self._store = store
-        self._queues = tuple(queues)
+        self._queues = _checked_queues(queues)
         self._concurrency = at_least(concurrency, "concurrency", 1)
         self._lease_ms = duration_ms(lease_ms, "lease_ms", minimum=1)
         beat = optional_int(heartbeat_interval_ms, "heartbeat_interval_ms", 1)
@@ -179,8 +188,8 @@ class Worker(ClaimLoop):
     def sqlite(
         cls,
         path: str,
-        *,
         queues: Sequence[str] = ("default",),
+        *,
         concurrency: int = 1,
         lease_ms: int = 30_000,
         busy_timeout_ms: int = 5_000,
@@ -190,12 +199,18 @@ class Worker(ClaimLoop):
         """A worker with a ``SQLiteStore`` of its own, closed when the worker is done.
 
         "Done" is the end of ``serve``, of a ``background`` block, or ``close()``.
-        Other keyword arguments are ``Worker``'s. ``synchronous="normal"`` trades
+        ``queues`` may come second, as in ``Worker(store, queues)`` (the cairnq
+        SDK takes it by keyword only: ``queues=[...]`` works with both). Other
+        keyword arguments are ``Worker``'s. ``synchronous="normal"`` trades
         durability for speed: an OS crash or power loss can drop acknowledged
         commits (see ``SQLiteStore``).
+
+        Raises:
+            ValueError: a bad option (checked before the store is made).
         """
         from engine.store.sqlite import SQLiteStore
 
+        queues = _checked_queues(queues)
         own = SQLiteStore(path, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
         return cls._over(own, queues, dict(kwargs, concurrency=concurrency, lease_ms=lease_ms))
 
@@ -203,8 +218,8 @@ class Worker(ClaimLoop):
     def postgres(
         cls,
         dsn: str,
-        *,
         queues: Sequence[str] = ("default",),
+        *,
         concurrency: int = 1,
         lease_ms: int = 30_000,
         min_size: int = 1,
@@ -215,6 +230,7 @@ class Worker(ClaimLoop):
         """A worker with a ``PostgresStore`` (pool and schema) of its own; see ``sqlite``."""
         from engine.store.postgres import PostgresStore
 
+        queues = _checked_queues(queues)
         own = PostgresStore(dsn, min_size=min_size, max_size=max_size, schema=schema)
         return cls._over(own, queues, dict(kwargs, concurrency=concurrency, lease_ms=lease_ms))
 
