@@ -31,6 +31,7 @@ from engine._inspect_types import (
     ThroughputBucket,
 )
 from engine._inspector import Inspector
+from engine._json import UndecodableJSON
 from engine._metrics import DEFAULT_METRICS_CAP, Latency, Metrics, MetricSeries
 from engine._sqlite_file import SQLiteFileKind, describe_sqlite_file
 from engine._triage import mask_message
@@ -72,6 +73,7 @@ __all__ = [
     "TaskPage",
     "TaskSummary",
     "ThroughputBucket",
+    "UndecodableJSON",
     "WorkerLeases",
     "describe_sqlite_file",
     "mask_message",

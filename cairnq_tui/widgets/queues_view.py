@@ -16,8 +16,8 @@ from textual.widgets import Static
 from cairnq_tui import keymap
 from cairnq_tui.formatting import STATUS_STYLES, age, duration, safe_text, sparkline
 from cairnq_tui.messages import QueuesRefreshed
-from cairnq_tui.widgets.console_node import DataView
 from cairnq_tui.widgets.keyed_table import KeyedTable
+from cairnq_tui.widgets.view_bases import DataView
 from engine import STATUSES
 from engine.inspection import CappedCount
 

@@ -89,6 +89,7 @@ INSPECT_ALL = {
     "TaskPage",
     "TaskSummary",
     "ThroughputBucket",
+    "UndecodableJSON",
     "WorkerLeases",
     "describe_sqlite_file",
     "mask_message",
