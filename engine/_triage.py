@@ -251,8 +251,13 @@ async def failure_selection(
         queues.add(str(r["queue"]))
         if len(ids) < limit:
             ids.append(str(r["id"]))
-    span = await inspector._read("inspect_failures_span", {"cap": cap + 1})
-    failed_since = int(span[0]["n"]) if span else 0
+    # Cut short when a failure older than the newest ``cap`` still falls in the window.
+    beyond = await inspector._read("inspect_failures_floor", {"skip": cap})
+    capped = (
+        bool(beyond)
+        and beyond[0]["completed_at_ms"] is not None
+        and (int(beyond[0]["completed_at_ms"]) >= start)
+    )
     return FailureSelection(
         name=name,
         error_type=error_type,
@@ -261,5 +266,5 @@ async def failure_selection(
         count=count,
         task_ids=tuple(ids),
         queues=tuple(sorted(queues)),
-        capped=failed_since > cap,
+        capped=capped,
     )
