@@ -89,7 +89,7 @@ class HandlerThreads:
             jobs = list(self._abandoned)
         return tuple(
             AbandonedThread(
-                thread_name=job.thread_name,
+                thread_name=job.thread_name or "(starting)",
                 name=job.name,
                 task_ids=job.task_ids,
                 started_at_ms=job.started_at_ms,
@@ -141,7 +141,13 @@ class HandlerThreads:
             job = self._jobs.get()
 
     def _call(self, job: _Job) -> None:
-        job.thread_name = threading.current_thread().name
+        with self._lock:
+            if job.abandoned_at_ms is not None:
+                # Given up on before a thread took it: it never runs.
+                job.finished = True
+                self._abandoned.remove(job)
+                return
+            job.thread_name = threading.current_thread().name
         outcome: Any = None
         error: BaseException | None = None
         try:

@@ -91,7 +91,7 @@ def _abandoned_row(spec: str, thread: AbandonedThread, now: int) -> tuple[str, l
     more = f" +{len(thread.task_ids) - 1}" if len(thread.task_ids) > 1 else ""
     given_up = duration(max(0, now - thread.abandoned_at_ms))
     return (
-        f"{spec}/abandoned/{thread.thread_name}",
+        f"{spec}/abandoned/{thread.thread_name}/{thread.started_at_ms}/{thread.task_ids}",
         [
             Text(thread.thread_name, style="dim"),
             safe_text(thread.name, limit=32),
