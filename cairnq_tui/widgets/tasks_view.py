@@ -10,7 +10,9 @@ a fixed width so that keys arriving late do not move the columns after it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from rich.text import Text
 from textual import work
@@ -35,6 +37,7 @@ from cairnq_tui.widgets.keyed_table import ColumnSpec, KeyedTable
 from cairnq_tui.widgets.task_rows import OpensTaskRows
 from cairnq_tui.widgets.view_bases import DataView
 from engine import STATUSES
+from engine._inspect_types import order_time
 from engine.inspection import CappedCount, Inspector, TaskFilter, TaskPage, TaskSummary
 
 PAGE_SIZE = 50
@@ -58,8 +61,16 @@ COLUMNS: list[ColumnSpec] = [
     ("Worker", "worker"),
     ("Progress", "progress"),
     ("Message", "message"),
+    ("Error", "error"),
 ]
-SEARCH_KINDS = [("id prefix", "id"), ("key prefix", "key"), ("payload text", "payload")]
+SEARCH_KINDS = [
+    ("id prefix", "id"),
+    ("key prefix", "key"),
+    ("payload text", "payload"),
+    ("error text", "error"),
+]
+#: The Error column shows at most this much of the type and first message line.
+ERROR_WIDTH = 60
 #: Columns the operator may hide or move (``o``); the selection mark stays first.
 CHOOSABLE = [spec[1] for spec in COLUMNS if spec[1] != "sel"]
 _SPECS = {spec[1]: spec for spec in COLUMNS}
@@ -82,6 +93,29 @@ def parse_columns(text: str) -> list[str]:
     if not chosen:
         raise ValueError("name at least one column")
     return chosen
+
+
+def error_cell(row: TaskSummary) -> Text:
+    """The error type and the first line of its message (failed or retrying tasks)."""
+    if row.error_type is None and row.error_message is None:
+        return Text("")
+    cell = Text()
+    if row.error_type:
+        cell.append_text(safe_text(row.error_type, "bold red", limit=24))
+    if row.error_message:
+        if row.error_type:
+            cell.append(": ")
+        cell.append_text(safe_text(row.error_message, limit=ERROR_WIDTH))
+    return cell
+
+
+def _merge_key(order: str) -> Callable[[TaskSummary], Any]:
+    """How rows of several pages merge: by key, by id, or by the page's time then id."""
+    if order == "key":
+        return lambda r: r.key or ""
+    if order == "id":
+        return lambda r: r.id
+    return lambda r: (order_time(r, order), r.id)  # type: ignore[arg-type]
 
 
 _INDEX = {spec[1]: i for i, spec in enumerate(COLUMNS)}
@@ -279,8 +313,8 @@ class TasksView(OpensTaskRows, DataView):
         order = pages[0].order
         rows = sorted(
             (r for p in pages for r in p.rows),
-            key=lambda r: (r.key or "") if order == "key" else r.id,
-            reverse=order == "id",
+            key=_merge_key(order),
+            reverse=order == "failure" or (order != "key" and filters[0].descending),
         )[:PAGE_SIZE]
         counts = [p.total for p in pages if p.total is not None]
         total = (
@@ -295,6 +329,7 @@ class TasksView(OpensTaskRows, DataView):
             has_next=any(p.has_next for p in pages),
             total=total,
             scan_limit=pages[0].scan_limit,
+            window_note=pages[0].window_note,
         )
 
     def on_tasks_refreshed(self, message: TasksRefreshed) -> None:
@@ -318,7 +353,8 @@ class TasksView(OpensTaskRows, DataView):
         now = self.console.clock()
         columns = self.columns
         rows = [(r.id, self._pick(self._cells(r, now), columns)) for r in page.rows]
-        sort = "key" if page.order == "key" else "id"
+        # A time order (a sort, an error search) has no column to sort on: page order.
+        sort = page.order if page.order in ("id", "key") else None
         self.table.sync(rows, sort_column=sort if sort in columns else None, reverse=sort == "id")
         self._draw_info()
 
@@ -344,6 +380,7 @@ class TasksView(OpensTaskRows, DataView):
             safe_text(short_id(r.worker_id or "")),
             progress_bar(r.progress),
             safe_text(r.message or "", limit=60),
+            error_cell(r),
         ]
 
     def _draw_info(self) -> None:
@@ -353,19 +390,23 @@ class TasksView(OpensTaskRows, DataView):
         parts = []
         if page.total is not None:
             parts.append(f"{len(page.rows)} shown of {page.total} matching")
+        elif page.order == "failure":
+            parts.append(f"{len(page.rows)} error matches")
         else:
             what = "payload" if self.filter.search_kind == "payload" else "id (inside the id)"
             parts.append(
                 f"{len(page.rows)} {what} matches "
                 f"(searching {page.scan_limit or 0:,} tasks per page)"
             )
+        if page.window_note:
+            parts.append(page.window_note)
         if self.selected:
             parts.append(f"{len(self.selected)} selected")
         nav = []
         if page.has_previous:
             nav.append("[ newer")
         if page.has_next:
-            nav.append("] older" if page.order == "id" else "] next keys")
+            nav.append("] next keys" if page.order == "key" else "] older")
         if nav:
             parts.append(" · ".join(nav))
         self.query_one("#tasks-info", Static).update(Text("  ·  ".join(parts), style="dim"))

@@ -58,7 +58,7 @@ async def test_hostile_text_is_shown_literally(demo_db: Path) -> None:
         await settle(pilot)
         row = plain_row(tasks_view(app).table, by_index(8))
         assert row[2] == "[bold]evil[/bold]\\x1b[31m"
-        assert row[-1] == "[red]not markup[/red]\\x07"
+        assert row[-2] == "[red]not markup[/red]\\x07"
 
 
 async def test_status_filter_and_searches(demo_db: Path) -> None:
