@@ -30,6 +30,7 @@ from cairnq_tui.controls import Controls
 from cairnq_tui.formatting import clean
 from cairnq_tui.hosting import DEFAULT_GRACE_S, WorkerHost, quitting_notice
 from cairnq_tui.messages import ControlFinished, DatabaseWoke, DataMessage, StoreConnected
+from cairnq_tui.panels import PanelCommands
 from cairnq_tui.ports import Console
 from cairnq_tui.screens.detail import TaskDetailScreen
 from cairnq_tui.screens.help import HelpScreen
@@ -65,7 +66,7 @@ class ConsoleApp(App[None]):
     CSS_PATH = Path(__file__).parent / "app.tcss"
     TITLE = "cairnq console"
     BINDINGS = keymap.APP
-    COMMANDS = App.COMMANDS | {ConsoleCommands, TargetCommands}
+    COMMANDS = App.COMMANDS | {ConsoleCommands, TargetCommands, PanelCommands}
 
     def __init__(
         self,

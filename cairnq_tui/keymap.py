@@ -106,6 +106,24 @@ ERRORS: list[BindingType] = [
 ]
 
 
+#: A view on a screen of its own (Failures, Metrics, Audit, Workers): escape goes back.
+PANEL: list[BindingType] = [Binding("escape", "back", "Back")]
+
+FAILURES: list[BindingType] = [
+    Binding("enter", "open_group", "Group's tasks"),
+    Binding("w", "next_window", "Window"),
+    Binding("r", "retry_group", "Retry group"),
+    Binding("c", "cancel_group", "Cancel group"),
+    Binding("x", "open_example", "Example", show=False),
+]
+
+FAILURE_GROUP: list[BindingType] = [
+    Binding("enter", "open_task", "Detail"),
+    Binding("r", "retry_group", "Retry group"),
+    Binding("c", "cancel_group", "Cancel group"),
+]
+
+
 def _bindings(table: list[BindingType]) -> list[Binding]:
     """A table's bindings as ``Binding`` objects (every table here is made of them)."""
     return [b for b in table if isinstance(b, Binding)]
@@ -121,6 +139,8 @@ SECTIONS: list[tuple[str, list[Binding]]] = [
     ("Hosted worker views (Waits, Quotas, Resources, Calls, Errors)", _bindings(HOSTED)),
     ("Errors view", _bindings(ERRORS)),
     ("Task detail", _bindings(DETAIL)),
+    ("Failures view (ctrl+p: Failures)", _bindings(FAILURES)),
+    ("A failure group's tasks", _bindings(FAILURE_GROUP)),
 ]
 
 #: Actions that write to the database: disabled (and shown dimmed) in read-only mode.
@@ -137,5 +157,7 @@ CONTROL_ACTIONS = frozenset(
         "retry_by_key",
         "cancel_by_key_prompt",
         "retry_by_key_prompt",
+        "retry_group",
+        "cancel_group",
     }
 )

@@ -19,7 +19,8 @@ ROWS, _KEYS = demo_rows()
 
 
 def view_of(app: Any) -> TasksView:
-    return app.screen.query_one(TasksView)
+    view: TasksView = app.screen.query_one(TasksView)
+    return view
 
 
 def cells(view: TasksView, task_id: str) -> dict[str, str]:

@@ -12,10 +12,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 
-from triage_support import DIALECTS, Shared, open_shared  # noqa: E402
+from triage_support import DIALECTS, Shared, open_shared
 
-from cairnq_tui.app import ConsoleApp, Settings  # noqa: E402
-from cairnq_tui.target import make_store, parse_target  # noqa: E402
+from cairnq_tui.app import ConsoleApp, Settings
+from cairnq_tui.target import make_store, parse_target
 
 __all__ = ["DIALECTS", "Shared", "console_on", "shared_db"]
 
