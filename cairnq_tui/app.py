@@ -11,6 +11,7 @@ which is also how the console reconnects once the database is back.
 from __future__ import annotations
 
 import gc
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,7 @@ from cairnq_tui.clock import Clock, system_clock
 from cairnq_tui.commands import ConsoleCommands
 from cairnq_tui.controls import Controls
 from cairnq_tui.formatting import clean
+from cairnq_tui.history import SAMPLE_EVERY_S, HistorySession, open_history
 from cairnq_tui.hosting import DEFAULT_GRACE_S, WorkerHost, quitting_notice
 from cairnq_tui.messages import ControlFinished, DatabaseWoke, DataMessage, StoreConnected
 from cairnq_tui.panels import PanelCommands
@@ -97,8 +99,11 @@ class ConsoleApp(App[None]):
         #: The Tasks view's columns as the operator chose them (None: all, in order).
         self.task_columns: list[str] | None = None
         self.wait_registry = wait_registry
-        self.client = CairnQ(store)
         self.inspector = Inspector(store, clock=clock)
+        #: The target's history file (recorder, audit trail); None with --no-history.
+        self.history: HistorySession | None = None
+        self._history_error: str | None = None  # why it could not be opened
+        self.client: CairnQ = self._open_history(store, settings)
         self.controls: Controls = GuardedControls(self)
         self.read_only = settings.read_only
         self.connected = False
@@ -125,6 +130,7 @@ class ConsoleApp(App[None]):
         self._refresh_started = 0.0
         #: Since when (monotonic) the rows on screen are stale; None while they are live.
         self._stale_since: float | None = None
+        self._history_timer: Timer | None = None
         if settings.theme:
             self.theme = settings.theme
 
@@ -186,11 +192,41 @@ class ConsoleApp(App[None]):
             )
         if self.settings.notice:
             self.notify(self.settings.notice, title="New database", markup=False)
+        if self._history_error:
+            self.notify(self._history_error, title="No history file", severity="warning")
+            self._history_error = None
+        if self._history_timer is None:
+            self._history_timer = self.set_interval(SAMPLE_EVERY_S, self._sample_history)
+        self._sample_history()
         self.refresh_now()
+
+    # -- history file (recorder, audit trail) -------------------------------------------------
+
+    def _open_history(self, store: TaskStore, settings: Settings) -> CairnQ:
+        """Open the target's history file (unless --no-history); the client to write
+        through (audited when there is a history file)."""
+        self._history_error = None
+        if not settings.history:
+            return CairnQ(store)
+        target = settings.target
+        try:
+            self.history = open_history(
+                target.dialect, target.raw, target.schema, self.inspector, self.clock
+            )
+        except (OSError, sqlite3.Error) as exc:
+            self._history_error = redact_dsn(clean(f"{type(exc).__name__}: {exc}"))
+            return CairnQ(store)
+        return self.history.client(store)
+
+    @work(exclusive=True, group="history", exit_on_error=False)
+    async def _sample_history(self) -> None:
+        if self.history is not None and self.connected and not self._quitting:
+            await self.history.sample()
 
     async def retarget(self, store: TaskStore, settings: Settings) -> None:
         """Point the running console at another database (``:``), then connect."""
         self.workers.cancel_group(self, "connect")  # the views' workers end with the views
+        self.workers.cancel_group(self, "history")
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
@@ -199,8 +235,11 @@ class ConsoleApp(App[None]):
             self._timer = None
         old = self.store
         self.store, self.settings, self.read_only = store, settings, settings.read_only
-        self.client = CairnQ(store)
         self.inspector = Inspector(store, clock=self.clock)
+        if self.history is not None:
+            self.history.close()
+            self.history = None
+        self.client = self._open_history(store, settings)
         self.connected = self._in_flight = self._again = False
         if settings.theme:
             self.theme = settings.theme
@@ -225,6 +264,9 @@ class ConsoleApp(App[None]):
             self._gc_threshold = None
         if self._unwatch is not None:
             self._unwatch()
+        if self.history is not None:
+            self.history.close()
+            self.history = None
         await self.store.close()
 
     # -- refresh loop ------------------------------------------------------------------------

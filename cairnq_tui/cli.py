@@ -90,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     launch.add_argument("--theme", help="Textual theme name (e.g. textual-dark, nord)")
     launch.add_argument(
+        "--no-history",
+        action="store_true",
+        help="keep no history file for this target (no recorder, no audit trail)",
+    )
+    launch.add_argument(
         "--max-depth",
         action="append",
         type=_depth_limit,
@@ -232,6 +237,7 @@ def launch(args: argparse.Namespace) -> int:
         theme=args.theme,
         notice=notice,
         max_depth=dict(args.max_depth),
+        history=not args.no_history,
         **settings_fields(args),
     )
     app = ConsoleApp(store, settings, host=host)
@@ -299,6 +305,7 @@ def demo(args: argparse.Namespace) -> int:
             target=target,
             notice=f"Demo: {args.rate:g} tasks/s into {path} ({kept}). "
             "Keys 1-9 switch views; ? lists every key.",
+            history=folder is None,  # a throwaway database keeps no history file
         )
         app = ConsoleApp(store, settings, host=host)
         traffic.start()

@@ -20,6 +20,7 @@ from textual.screen import Screen, ScreenResultCallbackType
 from textual.worker import Worker as TextualWorker
 
 from cairnq_tui.clock import Clock
+from cairnq_tui.history import HistorySession
 from cairnq_tui.hosting import WorkerHost
 from cairnq_tui.messages import DataMessage
 from cairnq_tui.settings import Settings
@@ -51,6 +52,8 @@ class Console(Protocol):
     wait_registry: Callable[[], list[WaitSnapshot]]
     #: The workers hosted in this process (``--worker``), or None.
     host: WorkerHost | None
+    #: The target's history file (recorder, audit trail), or None (``--no-history``).
+    history: HistorySession | None
 
     # -- what the session was asked for and has learnt ----------------------------------------
     settings: Settings

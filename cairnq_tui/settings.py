@@ -28,3 +28,5 @@ class Settings:
     config_path: str | None = None
     #: ``--read-only`` was given: every target switched to stays read-only.
     locked_read_only: bool = False
+    #: Keep the target's history file (recorder, audit trail); ``--no-history`` turns it off.
+    history: bool = True

@@ -335,6 +335,8 @@ class TasksView(OpensTaskRows, DataView):
     def on_tasks_refreshed(self, message: TasksRefreshed) -> None:
         if message.generation == self.generation:
             self.page = message.page
+            if (history := self.console.history) is not None:
+                history.recorder.note_rows(message.page.rows)  # errors seen (retrying ones)
             if not message.page.has_previous:
                 # At the top: follow new tasks as they arrive.
                 self.cursor_before = self.cursor_after = None

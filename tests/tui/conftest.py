@@ -18,5 +18,7 @@ def demo_db(tmp_path: Path) -> Path:
 def _no_personal_config(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Named targets come from the test's own files, never from the user's config."""
+    """Named targets come from the test's own files, never from the user's config;
+    history files go to a folder of the test's own, never the user's state directory."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg")))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))

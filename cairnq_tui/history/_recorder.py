@@ -1,0 +1,109 @@
+"""The recorder: while a console runs, samples counts and notes failures into the
+target's history file. Plain Python over the engine's ``Inspector`` reads (no
+query of its own, no Textual).
+
+Each ``sample()``: the per-(queue, status) counts of ``Inspector.queue_counts``
+(the name column holds ``"*"``: the engine has no per-name count read, and one
+count per name and status would cost a read each), and the failed tasks
+completed since the last sample (``tasks_page`` sorted by completion time,
+ascending, from where the last one stopped, a page at a time), with their
+attempt, error type and message. Rows a view drew with an error (a task
+retrying after a failure) are noted with ``note_rows`` and written with the
+next sample. Writes to the file run on a thread (``asyncio.to_thread``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+
+from cairnq_tui.history._file import HistoryFile, SeenFailure
+from engine.inspection import Inspector, TaskFilter, TaskSummary
+
+#: Failures read per sample at most (the rest are read by the next samples).
+FAILURES_PER_SAMPLE = 500
+#: On the first sample, failures this far back are read.
+FIRST_LOOK_BACK_MS = 3_600_000
+#: How often the file is pruned (by age and size).
+PRUNE_EVERY_MS = 600_000
+
+
+def seen_failure(row: TaskSummary) -> SeenFailure:
+    at = row.completed_at_ms if row.completed_at_ms is not None else row.updated_at_ms
+    return SeenFailure(
+        task_id=row.id,
+        attempt=row.attempt,
+        name=row.name,
+        queue=row.queue,
+        status=row.status,
+        error_type=row.error_type,
+        message=row.error_message,
+        at_ms=at,
+    )
+
+
+class Recorder:
+    """Samples one target into its history file."""
+
+    def __init__(self, inspector: Inspector, history: HistoryFile, clock: Callable[[], int]):
+        self.inspector = inspector
+        self.history = history
+        self.clock = clock
+        #: Failures completed from this time on are read by the next sample.
+        self.failures_since: int | None = None
+        self.samples = 0
+        self._noted: dict[tuple[str, int], SeenFailure] = {}
+        self._pruned_at = -PRUNE_EVERY_MS
+
+    def note_rows(self, rows: Iterable[TaskSummary]) -> None:
+        """Rows a view showed: the ones carrying an error are failures seen."""
+        for row in rows:
+            if row.error_type is not None or row.error_message is not None:
+                failure = seen_failure(row)
+                self._noted[(failure.task_id, failure.attempt)] = failure
+        if len(self._noted) > 10_000:  # (a sample writes them; this only bounds memory)
+            self._noted = dict(list(self._noted.items())[-5_000:])
+
+    async def sample(self) -> int:
+        """Take one sample; returns the failures written that were new."""
+        now = self.clock()
+        counts = await self.inspector.queue_counts()
+        rows = [
+            (queue, "*", status, count.value)
+            for queue, per in sorted(counts.items())
+            for status, count in sorted(per.items())
+        ]
+        since = self.failures_since if self.failures_since is not None else now - FIRST_LOOK_BACK_MS
+        page = await self.inspector.tasks_page(
+            TaskFilter(status="failed", sort="completed", descending=False, since_ms=since),
+            limit=FAILURES_PER_SAMPLE,
+        )
+        failures = [seen_failure(r) for r in page.rows]
+        if page.rows:
+            last = page.rows[-1].completed_at_ms
+            # Inclusive next time: ties on the last millisecond are read again and
+            # ignored by the file (one row per task and attempt).
+            self.failures_since = last if last is not None else since
+        elif self.failures_since is None:
+            self.failures_since = since
+        failures.extend(self._noted.values())
+        self._noted.clear()
+        prune = now - self._pruned_at >= PRUNE_EVERY_MS
+        if prune:
+            self._pruned_at = now
+        new = await asyncio.to_thread(self._write, now, rows, failures, prune)
+        self.samples += 1
+        return new
+
+    def _write(
+        self,
+        now: int,
+        rows: list[tuple[str, str, str, int]],
+        failures: list[SeenFailure],
+        prune: bool,
+    ) -> int:
+        self.history.record_counts(now, rows)
+        new = self.history.record_failures(now, failures)
+        if prune:
+            self.history.prune(now)
+        return new
