@@ -214,6 +214,22 @@ class Inspector:
             scan_limit=scan_limit,
         )
 
+    async def summaries(self, task_ids: Sequence[str]) -> list[TaskSummary]:
+        """The listed tasks' rows (error columns filled), newest first; unknown ids
+        are left out. At most 1,000 ids (a page of a failure group or a selection).
+
+        Raises:
+            ValueError: more than 1,000 ids.
+        """
+        if len(task_ids) > 1_000:
+            raise ValueError(f"at most 1,000 ids per call, got {len(task_ids):,}")
+        if not task_ids:
+            return []
+        wanted = list(task_ids)
+        ids: Any = wanted if self.store.dialect == "postgres" else _json.dumps(wanted)
+        rows = await self._read("inspect_tasks_by_ids", {"ids": ids})
+        return await self.with_errors([summary_from_row(r) for r in rows])
+
     async def with_errors(self, rows: Sequence[TaskSummary]) -> list[TaskSummary]:
         """``rows`` with the error columns filled for failed and retrying tasks.
 

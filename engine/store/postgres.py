@@ -657,6 +657,12 @@ class PostgresStore(TaskStore):
     async def _retry(self, task_id: str, reset_attempt: bool) -> Task | None:
         return await self._one("retry", {"id": task_id, "reset_attempt": reset_attempt}, write=True)
 
+    async def _purge_ids(self, task_ids: builtins.list[str]) -> builtins.list[str]:
+        async def work(conn: Conn) -> builtins.list[dict[str, Any]]:
+            return await (await conn.execute(_sql("purge_ids"), {"ids": task_ids})).fetchall()
+
+        return [r["id"] for r in await self._run(work, write=True)]
+
     async def _reschedule(
         self, statement: str, task_id: str, params: dict[str, Any]
     ) -> Task | None:

@@ -39,6 +39,8 @@ OPTIONAL = ("status", "queue", "name")
 #  whether a sort of the rows read is allowed (bounded by a window / LIMIT))
 SHAPES: list[tuple[str, frozenset[str], set[str], bool]] = [
     ("inspect_task_errors", frozenset(), PK, False),
+    ("inspect_tasks_by_ids", frozenset(), PK, True),
+    ("purge_ids", frozenset(), PK, False),
     ("inspect_failures_floor", frozenset(), STATUS_COMPLETED, False),
     ("inspect_failures_span", frozenset(), STATUS_COMPLETED, False),
     ("inspect_failure_groups", frozenset(), STATUS_COMPLETED, True),
