@@ -131,10 +131,14 @@ class Inspector:
     ) -> TaskPage:
         """A page of tasks matching ``flt``.
 
-        Newest first (by id, i.e. creation time), or in key order for a key search.
-        ``before`` pages towards older tasks (later keys), ``after`` towards newer
-        ones (earlier keys); neither gives the first page. A page asked with
-        ``after`` that comes back short is replaced by the first page.
+        In ``flt.sort`` order (creation by default, i.e. id order; due, updated or
+        completed time), newest first unless ``flt.descending`` is False; in key
+        order for a key search; newest failure first for an error search (a
+        window of the newest ``error_window`` failures, said in ``window_note``).
+        Rows of failed and retrying tasks carry their error's type and first line.
+        ``before`` pages forward (the next page in that order), ``after`` back;
+        neither gives the first page. A page asked with ``after`` that comes back
+        short is replaced by the first page.
 
         Args:
             flt: filters and search.
@@ -144,7 +148,7 @@ class Inspector:
             total: a count already known for ``flt`` (skips counting again).
 
         Raises:
-            ValueError: both cursors given, or a bad limit.
+            ValueError: both cursors given, a bad limit, or a cursor of another order.
         """
         if before is not None and after is not None:
             raise ValueError("give at most one of before and after")
