@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,17 +37,29 @@ _MIN_MS = -(1 << 62)
 #: How many matches of queued retrying tasks one page merges in at most.
 _RETRYING_MATCHES = 1_000
 
-_MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
+# Masking works on text whose digits are folded to "#" first: the statements fold
+# them already (so messages differing only in numbers are counted as one row by
+# the database), and folding again here is a no-op. A literal "#" is read as a digit.
+_FOLD = str.maketrans("0123456789", "##########")
+_W = r"[A-Za-z0-9_#]"
+_START, _END = rf"(?<!{_W})", rf"(?!{_W})"
+_MASKS: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    # (pattern, mask, a character the text must hold for the pattern to apply)
     (
-        re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"),
+        re.compile(r"[#a-fA-F]{8}-[#a-fA-F]{4}-[#a-fA-F]{4}-[#a-fA-F]{4}-[#a-fA-F]{12}"),
         "<uuid>",
+        "-",
     ),
     # prefixed ULIDs (task_…, worker_…) and bare ones
-    (re.compile(r"\b(?:[A-Za-z]+_)?[0-9A-HJKMNP-TV-Z]{26}\b"), "<id>"),
-    (re.compile(r"\b0[xX][0-9a-fA-F]+\b"), "<hex>"),
+    (re.compile(rf"{_START}(?:[A-Za-z]+_)?[#A-HJKMNP-TV-Z]{{26}}{_END}"), "<id>", "#"),
+    (re.compile(rf"{_START}#[xX][#a-fA-F]+{_END}"), "<hex>", "#"),
     # hex runs of 8+ holding both a digit and a letter (hashes, object addresses)
-    (re.compile(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}\b"), "<hex>"),
-    (re.compile(r"\d+(?:\.\d+)?"), "<n>"),
+    (
+        re.compile(rf"{_START}(?=[#a-fA-F]*#)(?=[#a-fA-F]*[a-fA-F])[#a-fA-F]{{8,}}{_END}"),
+        "<hex>",
+        "#",
+    ),
+    (re.compile(r"#+(?:\.#+)?"), "<n>", "#"),
 )
 
 
@@ -56,8 +69,14 @@ def mask_message(text: str) -> str:
     ``"task_01J9… timed out after 30.5 s (attempt 3)"`` and the same error of
     another task become one ``"<id> timed out after <n> s (attempt <n>)"``.
     """
-    for pattern, mask in _MASKS:
-        text = pattern.sub(mask, text)
+    return _mask_folded(text.translate(_FOLD))
+
+
+@lru_cache(maxsize=65_536)
+def _mask_folded(text: str) -> str:
+    for pattern, mask, needs in _MASKS:
+        if needs in text:
+            text = pattern.sub(mask, text)
     return text
 
 

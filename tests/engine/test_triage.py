@@ -38,6 +38,15 @@ def test_masking_folds_volatile_parts() -> None:
     assert mask_message("took 30.5 s (attempt 3)") == "took <n> s (attempt <n>)"
     # Words are kept, even hex-looking ones without a digit.
     assert mask_message("deadbeef cafe failed") == "deadbeef cafe failed"
+    # The statements fold digits to "#" before grouping; masking the folded text
+    # gives what masking the original gives.
+    raw = "lost task_01J9ZQ3X5V8KD2N4M6P7R8S9TA at 0x7f3a2b10 after 30.5 s, digest 9f86d081884c"
+    folded = raw.translate(str.maketrans("0123456789", "#" * 10))
+    assert (
+        mask_message(folded)
+        == mask_message(raw)
+        == ("lost <id> at <hex> after <n> s, digest <hex>")
+    )
 
 
 def test_durations() -> None:
