@@ -73,6 +73,8 @@ class Inspector:
         self.count_cap = count_cap
         self.payload_scan = payload_scan
         self.error_window = error_window
+        #: (valid until, monotonic s; floor_ms; failures held) of the error window.
+        self.window_edge: tuple[float, int, int] | None = None
         self.clock = clock
 
     async def _read(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:

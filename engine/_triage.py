@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -83,16 +84,37 @@ def _mask_folded(text: str) -> str:
 # -- error search --------------------------------------------------------------------
 
 
+#: How long the window's edge is reused: typing a search re-reads pages, and
+#: finding the edge reads up to ``error_window`` index entries. Failures newer than
+#: a reused edge are still searched (the edge is a lower bound of time).
+WINDOW_EDGE_TTL_S = 10.0
+
+
 async def error_window(inspector: Inspector) -> tuple[int, int]:
     """``(floor_ms, failures)``: where the window of the newest failures starts and
     how many it holds (at most ``inspector.error_window``). One index read when the
-    window is full (the floor), a capped count when it is not."""
+    window is full (the floor), a capped count when it is not; reused for
+    ``WINDOW_EDGE_TTL_S`` seconds."""
+    cached = inspector.window_edge
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1], cached[2]
     window = inspector.error_window
     rows = await inspector._read("inspect_failures_floor", {"skip": window - 1})
     if rows and rows[0]["completed_at_ms"] is not None:
-        return int(rows[0]["completed_at_ms"]), window
-    span = await inspector._read("inspect_failures_span", {"cap": window})
-    return _MIN_MS, int(span[0]["n"]) if span else 0
+        edge = int(rows[0]["completed_at_ms"]), window
+    else:
+        span = await inspector._read("inspect_failures_span", {"cap": window})
+        edge = _MIN_MS, int(span[0]["n"]) if span else 0
+    inspector.window_edge = (time.monotonic() + WINDOW_EDGE_TTL_S, *edge)
+    return edge
+
+
+def _raw_text(text: str) -> str | None:
+    """``text`` when the envelope's JSON text must hold it as is (printable ASCII
+    with nothing JSON escapes), so the statement may look in the raw column first;
+    None otherwise (the statement then only matches the decoded fields)."""
+    plain = text.isascii() and text.isprintable() and not set(text) & {'"', "\\", "/"}
+    return text if plain else None
 
 
 def _window_note(inspector: Inspector, held: int) -> str:
@@ -117,7 +139,12 @@ async def error_page(
     forward = after is None
     cursor = before if forward else after
     cursor_ms, cursor_id = parse_time_cursor(cursor) if cursor else (None, None)
-    base: dict[str, Any] = {"text": text, "queue": flt.queue, "name": flt.name}
+    base: dict[str, Any] = {
+        "text": text,
+        "raw_text": _raw_text(text),
+        "queue": flt.queue,
+        "name": flt.name,
+    }
     failed: list[dict[str, Any]] = []
     if flt.status in (None, "failed"):
         params = {

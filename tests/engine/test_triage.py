@@ -149,6 +149,24 @@ async def test_error_search_matches_type_and_message_of_failures(shared: Shared)
     assert await search("nowhere") == []
 
 
+async def test_error_search_finds_text_json_escapes(shared: Shared) -> None:
+    """Text the envelope's JSON escapes (quotes, backslashes, "/", non-ASCII the
+    writer may spell \\uXXXX) is matched on the decoded fields, never missed."""
+    odd = await shared.fail("job", "EncodeError", 'café "quoted" at path/to\\file: tab\there')
+    plain = await shared.fail("job", "E", "plain text")
+
+    async def search(text: str) -> set[str]:
+        flt = TaskFilter(search=text, search_kind="error")
+        return {r.id for r in (await shared.inspector.tasks_page(flt, limit=50)).rows}
+
+    for text in ("CAFÉ", '"quoted"', "path/to", "to\\file", "caf", "tab\there", "encodeerror"):
+        assert await search(text) == {odd}, text
+    assert await search("plain") == {plain}
+    # A failure newer than the window's edge the inspector reuses is still found.
+    later = await shared.fail("job", "E", "plain again")
+    assert await search("plain") == {plain, later}
+
+
 async def test_error_search_pages_both_ways(shared: Shared) -> None:
     ids = [await shared.fail("job", "E", f"boom {i}") for i in range(7)]
     flt = TaskFilter(search="boom", search_kind="error")

@@ -88,7 +88,7 @@ def _values(sql: str, active: frozenset[str], dialect: str, rows: int = 600) -> 
             )
         elif name == "ids":
             out[name] = ["task_1", "task_2"] if dialect == "postgres" else '["task_1", "task_2"]'
-        elif name in ("text", "error_type"):
+        elif name in ("text", "raw_text", "error_type"):
             out[name] = "boom"
         elif name == "cursor_id":
             out[name] = "task_z"
