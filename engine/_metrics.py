@@ -52,10 +52,6 @@ class Latency:
         )
 
 
-def _bucket_lower(digits: int, lead: int) -> int:
-    return lead if digits <= 2 else lead * int(10 ** (digits - 2))
-
-
 def _bucket_middle(lower: int) -> int:
     if lower < 100:
         return lower
@@ -168,9 +164,7 @@ async def metrics(
     hist: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for r in latencies:
         key = (str(r["queue"]), str(r["name"]))
-        hist.setdefault(key, []).append(
-            (_bucket_lower(int(r["digits"]), int(r["lead"])), int(r["n"]))
-        )
+        hist.setdefault(key, []).append((int(r["lower_ms"]), int(r["n"])))
     out = tuple(
         MetricSeries(
             queue=key[0],
