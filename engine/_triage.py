@@ -209,6 +209,22 @@ async def _since(inspector: Inspector, window_ms: int | None, now: int) -> tuple
     return (int(oldest) if oldest is not None else now), None
 
 
+async def _newest(inspector: Inspector, start: int, cap: int) -> tuple[int, bool]:
+    """``(where to start reading, capped)``: ``start``, raised to the completion time
+    of the ``cap``-th newest failure when the window holds more than ``cap``.
+
+    A range of the index from that edge reads the newest ``cap`` failures (a few
+    more when several completed in the edge's millisecond) with no sort.
+    """
+    rows = await inspector._read("inspect_failures_floor", {"skip": cap - 1})
+    if len(rows) < 2 or rows[1]["completed_at_ms"] is None:
+        return start, False  # at most ``cap`` failures in all
+    edge, beyond = int(rows[0]["completed_at_ms"]), int(rows[1]["completed_at_ms"])
+    if beyond < start:
+        return start, False  # the window holds at most ``cap``
+    return max(start, edge), True
+
+
 async def failure_groups(
     inspector: Inspector,
     *,
@@ -223,8 +239,9 @@ async def failure_groups(
     now = inspector.clock()
     start, since_ms = await _since(inspector, window_ms, now)
     bucket_ms = max(1_000, math.ceil(max(now - start, 1) / buckets))
+    read_from, capped = await _newest(inspector, start, cap)
     rows = await inspector._read(
-        "inspect_failure_groups", {"since_ms": start, "cap": cap, "bucket_ms": bucket_ms}
+        "inspect_failure_groups", {"since_ms": read_from, "bucket_ms": bucket_ms}
     )
     groups: dict[tuple[str, str, str], _Group] = {}
     read = 0
@@ -266,6 +283,7 @@ async def failure_groups(
         bucket_start_ms=first_bucket * bucket_ms,
         failures_read=read,
         cap=cap,
+        capped=capped,
     )
 
 
@@ -283,9 +301,10 @@ async def failure_selection(
         raise ValueError(f"limit must be a positive integer, got {limit!r}")
     cap = inspector.error_window if cap is None else inspector._cap(cap)
     start, since_ms = await _since(inspector, window_ms, inspector.clock())
+    start, capped = await _newest(inspector, start, cap)
     rows = await inspector._read(
         "inspect_failure_group_members",
-        {"name": name, "error_type": error_type, "since_ms": start, "cap": cap},
+        {"name": name, "error_type": error_type, "since_ms": start},
     )
     ids: list[str] = []
     queues: set[str] = set()
@@ -297,13 +316,6 @@ async def failure_selection(
         queues.add(str(r["queue"]))
         if len(ids) < limit:
             ids.append(str(r["id"]))
-    # Cut short when a failure older than the newest ``cap`` still falls in the window.
-    beyond = await inspector._read("inspect_failures_floor", {"skip": cap})
-    capped = (
-        bool(beyond)
-        and beyond[0]["completed_at_ms"] is not None
-        and (int(beyond[0]["completed_at_ms"]) >= start)
-    )
     return FailureSelection(
         name=name,
         error_type=error_type,

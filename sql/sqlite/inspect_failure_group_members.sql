@@ -1,7 +1,8 @@
 -- inspect_failure_group_members: the failed tasks of one name and error type
--- completed at or after :since_ms, within the newest :cap failures, newest first,
+-- completed at or after :since_ms (raised by the caller to the edge of the newest N
+-- failures), newest first,
 -- with the first line of their message, digits folded to "#" (the caller masks it
--- and keeps the tasks of one group). Params: :name, :error_type, :since_ms, :cap.
+-- and keeps the tasks of one group). Params: :name, :error_type, :since_ms.
 select id, queue, completed_at_ms,
        replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(
            substr(substr(m, 1, instr(m || char(10), char(10)) - 1), 1, 300),
@@ -14,8 +15,6 @@ from (
            coalesce(json_extract(error, '$.message'), '') as m
     from cairnq_tasks
     where status = 'failed' and completed_at_ms >= :since_ms
-    order by completed_at_ms desc
-    limit :cap
 )
 where name = :name and error_type = :error_type
 order by completed_at_ms desc, id desc;
