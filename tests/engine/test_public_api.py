@@ -44,6 +44,8 @@ ENGINE_ALL = {
     "StoreClosed",
     "StoreLocked",
     "StoreUnavailable",
+    "SubmitAction",
+    "SubmitOutcome",
     "Task",
     "TaskCanceled",
     "TaskContext",
