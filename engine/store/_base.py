@@ -150,6 +150,9 @@ class StoreCapabilities:
     #: ``claim_session_completing``: settle finished tasks and claim their
     #: replacements in one transaction (one commit instead of two).
     completing_claim: bool = False
+    #: A completing claim's ``single_draw`` sends the COMMIT with its one draw
+    #: (Postgres): that draw cannot be topped up by a second one.
+    single_draw_commits: bool = False
 
 
 class TaskStore(abc.ABC):
@@ -539,11 +542,18 @@ class TaskStore(abc.ABC):
             return None
         screened, set_aside = screen_plan(plan, top_up=True)
         try:
-            return await self._claim_session(
+            session = await self._claim_session(
                 args.queues, args.worker_id, args.lease_ms, args.names, screened
             )
         finally:
             await self._fail_undecodable(set_aside)
+        if session is None:
+            return None
+        value, recovered = session
+        # Committed; now the signals: recovery requeued or ended these rows.
+        for task in recovered:
+            self._after_write(task)
+        return value
 
     def check_claim(self, queues: Any, worker_id: Any, lease_ms: Any, names: Any) -> ClaimArgs:
         """A claim's arguments checked by the shared rules (ValueError otherwise)."""
@@ -579,10 +589,12 @@ class TaskStore(abc.ABC):
         lease_ms: int,
         names: builtins.list[str] | None,
         plan: Plan[T],
-    ) -> T | None:
-        """Dialect transaction; each draw validates ``limit`` (<= 0 or [] → no statement).
+    ) -> tuple[T, builtins.list[Task]] | None:
+        """Probe, then the dialect's transaction: recover leases, run ``plan``, COMMIT.
 
-        Recovery's requeues and terminal entries must reach ``self.signals``.
+        Each draw validates ``limit`` (<= 0 or [] → no statement). Returns the
+        plan's value and the rows lease recovery touched (the caller signals
+        them), or None when the probe found nothing.
         """
 
     async def _fail_undecodable(self, tasks: builtins.list[Task]) -> None:
@@ -607,6 +619,105 @@ class TaskStore(abc.ABC):
             ),
             return_exceptions=True,
         )
+
+    async def claim_session_completing(
+        self,
+        *,
+        complete_ids: Sequence[str],
+        queues: Sequence[str],
+        worker_id: str,
+        lease_ms: int = 30_000,
+        names: Sequence[str] | None,
+        plan: Plan[T],
+        single_draw: bool = False,
+    ) -> CompletingClaim[T]:
+        """``complete_many(complete_ids)`` and a claim session, sharing one COMMIT.
+
+        The worker's path when the calls it settles free the slots the claim
+        fills (stores declaring ``capabilities.completing_claim``). The probe
+        runs first, outside any transaction (§4.14 step 1); if it finds work,
+        one transaction completes the given tasks (each ownership-checked,
+        cancel wins, as ``complete_many``), recovers expired leases, runs
+        ``plan`` as ``claim_session`` does, and commits: completions and claims
+        become durable together (one fsync under SQLite's FULL), so the worker
+        never holds more leases than its slots. If the probe finds nothing,
+        the completions are written alone.
+
+        With ``single_draw`` the plan promises at most one draw; on Postgres
+        its COMMIT then travels with that draw's statement (one round trip for
+        the whole transaction; a second draw raises ``RuntimeError``).
+
+        Failure isolation: if the shared transaction fails for any reason but
+        the loss of the connection, nothing of it lands and the completions are
+        written alone; the claim's error is returned in ``claim_error`` (a
+        failure of the completions' own write is raised, as ``complete_many``
+        raises it), so completing never fails because of the claim. On
+        Postgres, a plan raising after a single draw's COMMIT leaves the
+        completions durable (``claim_error`` set; the claimed rows return
+        through lease recovery).
+
+        Returns:
+            ``settled`` (ids completed; a missing id lost its lease), ``value``
+            (the plan's value; None when the probe found nothing or the claim
+            failed), ``claim_error`` and the rows lease recovery touched.
+
+        Raises:
+            ValueError: malformed ids, queues or names.
+            UnsupportedBackend: the store does not declare ``completing_claim``.
+            StoreLocked, StoreUnavailable: as the dialect's writes raise them.
+        """
+        if not self.capabilities.completing_claim:
+            raise UnsupportedBackend(f"claim_session_completing is not offered by {self.dialect}")
+        ids = _rules.text_list(complete_ids, "complete_ids", refuses_nul=self.text_refuses_nul)
+        args = self.check_claim(queues, worker_id, lease_ms, names)
+        self._check_writable("claim_session_completing")
+        top_up = not (single_draw and self.capabilities.single_draw_commits)
+        screened, set_aside = screen_plan(plan, top_up=top_up)
+        try:
+            if args.names == [] or not await self._probe(args.queues, args.names):
+                return CompletingClaim(await self._settle_alone(ids, args.worker_id), None, None)
+            outcome = await self._completing_claim(ids, args, screened, single_draw)
+            if isinstance(outcome, Exception):
+                # Nothing of the transaction landed: the completions go alone
+                # (and raise if it was their own statement that failed).
+                settled = await self._settle_alone(ids, args.worker_id)
+                return CompletingClaim(settled, None, outcome)
+        finally:
+            await self._fail_undecodable(set_aside)
+        # Committed; now the signals.
+        for task in outcome.recovered:
+            self._after_write(task)
+        for task_id in outcome.settled:
+            self.signals.done(task_id)  # complete only ever ends a task
+        return outcome
+
+    async def _settle_alone(self, ids: builtins.list[str], worker_id: str) -> set[str]:
+        """``complete_many`` (validated ids) with its signals; nothing for no ids."""
+        if not ids:
+            return set()
+        settled = await self._complete_many(ids, worker_id)
+        for task_id in settled:
+            self.signals.done(task_id)
+        return settled
+
+    @abc.abstractmethod
+    def _check_writable(self, what: str) -> None:
+        """Raise ``StoreUnavailable`` if this store refuses writes (opened read-only)."""
+
+    async def _probe(self, queues: builtins.list[str], names: builtins.list[str] | None) -> bool:
+        """§4.14 step 1, outside any transaction: may a claim on these filters find work?"""
+        raise UnsupportedBackend(f"{self.dialect} has no claim probe")
+
+    async def _completing_claim(
+        self, ids: builtins.list[str], args: ClaimArgs, plan: Plan[T], single_draw: bool
+    ) -> CompletingClaim[T] | Exception:
+        """One transaction: complete ``ids``, recover leases, run ``plan``, COMMIT.
+
+        Returns what was committed (signals are the caller's), or the error
+        that rolled all of it back (the caller then settles the ids alone).
+        Raises only for the loss of the connection.
+        """
+        raise UnsupportedBackend(f"claim_session_completing is not offered by {self.dialect}")
 
     # -- owned writes ------------------------------------------------------------
 
