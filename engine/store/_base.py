@@ -198,13 +198,13 @@ class TaskStore(abc.ABC):
 
     # -- gate ------------------------------------------------------------------
 
-    def set_queue_gate(self, gate: Any) -> None:
+    def _set_queue_gate(self, gate: Any) -> None:
         """Attach a backpressure gate (``engine._gate.QueueGate``) to every submit."""
         self._gate = gate
 
     # -- submit ----------------------------------------------------------------
 
-    def prepare_submit(
+    def _prepare_submit(
         self,
         *,
         name: str,
@@ -317,7 +317,7 @@ class TaskStore(abc.ABC):
             AlreadyExists: ``conflict="reject"`` and the key holds a task (its
                 ``task_id`` and ``status`` say which).
         """
-        new = self.prepare_submit(
+        new = self._prepare_submit(
             name=name,
             payload=payload,
             queue=queue,
@@ -571,7 +571,7 @@ class TaskStore(abc.ABC):
         Returns the plan's value, or None when the probe found nothing to do (the
         plan is then not called and no transaction is opened).
         """
-        args = self.check_claim(queues, worker_id, lease_ms, names)
+        args = self._check_claim(queues, worker_id, lease_ms, names)
         if args.names == []:
             return None
         screened, set_aside = screen_plan(plan, top_up=True)
@@ -589,7 +589,7 @@ class TaskStore(abc.ABC):
             self._after_write(task)
         return value
 
-    def check_claim(self, queues: Any, worker_id: Any, lease_ms: Any, names: Any) -> ClaimArgs:
+    def _check_claim(self, queues: Any, worker_id: Any, lease_ms: Any, names: Any) -> ClaimArgs:
         """A claim's arguments checked by the shared rules (ValueError otherwise)."""
         nul = self.text_refuses_nul
         return ClaimArgs(
@@ -599,7 +599,7 @@ class TaskStore(abc.ABC):
             names=_rules.names(names, refuses_nul=nul),
         )
 
-    def draw_variant(
+    def _draw_variant(
         self, queues: builtins.list[str], names: Any, limit: Any
     ) -> tuple[str, dict[str, Any]] | None:
         """One draw's claim variant and parameters (§4.13); None = no statement to run.
@@ -703,7 +703,7 @@ class TaskStore(abc.ABC):
         if not self.capabilities.completing_claim:
             raise UnsupportedBackend(f"claim_session_completing is not offered by {self.dialect}")
         ids = _rules.text_list(complete_ids, "complete_ids", refuses_nul=self.text_refuses_nul)
-        args = self.check_claim(queues, worker_id, lease_ms, names)
+        args = self._check_claim(queues, worker_id, lease_ms, names)
         self._check_writable("claim_session_completing")
         top_up = not (single_draw and self.capabilities.single_draw_commits)
         screened, set_aside = screen_plan(plan, top_up=top_up)
@@ -983,7 +983,7 @@ class TaskStore(abc.ABC):
         ``engine.Inspector``; never by write paths.
         """
 
-    def read_statement_text(self, name: Any) -> str:
+    def _read_statement_text(self, name: Any) -> str:
         """The text of a statement ``read_statement`` may run on this dialect.
 
         Raises:
@@ -1030,7 +1030,7 @@ class TaskStore(abc.ABC):
             self.signals.done(task.id, task)  # waiters here take the row, no read
 
     @staticmethod
-    def task_from_row(row: Mapping[str, Any], *, decoded_json: bool = False) -> Task:
+    def _task_from_row(row: Mapping[str, Any], *, decoded_json: bool = False) -> Task:
         """Build a ``Task`` from a full row keyed by column (JSON as text unless
         ``decoded_json``)."""
         return task_from_values([row[column] for column in ROW_COLUMNS], decoded_json=decoded_json)

@@ -517,7 +517,7 @@ class PostgresStore(TaskStore):
         return None if row is None else self._task(row)
 
     def _task(self, row: Mapping[str, Any]) -> Task:
-        return self.task_from_row(row, decoded_json=self._json_decoded)
+        return self._task_from_row(row, decoded_json=self._json_decoded)
 
     async def _one(
         self, name: str, params: Mapping[str, Any], *, write: bool, retry: bool = False
@@ -541,7 +541,7 @@ class PostgresStore(TaskStore):
     def _task_rows(self, cursor: Any) -> Callable[[Sequence[Any]], Task]:
         """A row factory building ``Task``s by position (``_positional`` tables only).
 
-        Skips the dict per row and the reordering ``task_from_row`` does.
+        Skips the dict per row and the reordering ``_task_from_row`` does.
         """
         decoded, width = self._json_decoded, len(ROW_COLUMNS)
         return lambda values: task_from_values(values[:width], decoded_json=decoded)
@@ -659,7 +659,7 @@ class PostgresStore(TaskStore):
         Raises:
             ValueError: ``name`` is not a read-only statement of this dialect.
         """
-        self.read_statement_text(name)
+        self._read_statement_text(name)
         active = frozenset(k for k, v in params.items() if v is not None)
         return await self._fetch_all(name, params, active=active)
 
@@ -720,7 +720,7 @@ class PostgresStore(TaskStore):
         limit: int,
     ) -> tuple[str, dict[str, Any]] | None:
         """The claim variant (§4.13) and its parameters for one draw; None = no statement."""
-        variant = self.draw_variant(queues, draw_names, limit)
+        variant = self._draw_variant(queues, draw_names, limit)
         if variant is None:
             return None
         name, params = variant

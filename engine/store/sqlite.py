@@ -796,7 +796,7 @@ class SQLiteStore(TaskStore):
         Raises:
             ValueError: unknown name, or the statement is not a read.
         """
-        text = self.read_statement_text(name)
+        text = self._read_statement_text(name)
         bound = dict(params)
         sql = specialise(text, frozenset(k for k, v in bound.items() if v is not None))
         if self._closed or self._conn is None:
@@ -948,8 +948,8 @@ class SQLiteStore(TaskStore):
         Raises:
             ValueError: as ``TaskStore.claim`` (a negative limit included).
         """
-        args = self.check_claim(queues, worker_id, lease_ms, names)
-        draw = self.draw_variant(args.queues, args.names, limit)
+        args = self._check_claim(queues, worker_id, lease_ms, names)
+        draw = self._draw_variant(args.queues, args.names, limit)
         if draw is None:
             return []
         self._check_writable("claim")
@@ -1078,7 +1078,7 @@ class SQLiteStore(TaskStore):
         """
 
         async def draw(draw_names: Sequence[str] | None, limit: int) -> builtins.list[Task]:
-            variant = self.draw_variant(queues, draw_names, limit)
+            variant = self._draw_variant(queues, draw_names, limit)
             if variant is None:
                 return []
             sql, params = _claim_statement(*variant)
