@@ -18,13 +18,13 @@ import tempfile
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from cairnq_tui import __version__
 from cairnq_tui.config import ConfigError, apply_to_args, settings_fields
 from cairnq_tui.exits import EXIT_BAD_TARGET, refused
-from cairnq_tui.hosting import HostError, WorkerHost
-from cairnq_tui.serve import Served, add_serve_parser, serve
+from cairnq_tui.hosting import HostError, WorkerHost, run_hosting, start_hosting
+from cairnq_tui.serve import add_serve_parser, serve
 from cairnq_tui.target import (
     TargetError,
     cannot_open,
@@ -32,9 +32,6 @@ from cairnq_tui.target import (
     make_store,
     parse_target,
 )
-
-if TYPE_CHECKING:
-    from cairnq_tui.app import ConsoleApp
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -246,32 +243,6 @@ def _remove_sqlite_file(path: str) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
         with contextlib.suppress(OSError):
             os.remove(path + suffix)
-
-
-def start_hosting(host: WorkerHost | None) -> bool:
-    """Start the hosted workers; False (and one line on stderr) when one cannot start."""
-    if host is not None:
-        try:
-            host.start()
-        except HostError as exc:
-            print(f"cairnq-tui: {exc}", file=sys.stderr)
-            return False
-    return True
-
-
-def run_hosting(
-    app: ConsoleApp | Served, host: WorkerHost | None, *, started: bool = False
-) -> int:
-    """Start the hosted workers (unless ``started``), run the console (or server), then
-    shut them down."""
-    if not started and not start_hosting(host):
-        return EXIT_BAD_TARGET
-    try:
-        app.run()
-    finally:
-        if host is not None:
-            host.shutdown()
-    return app.return_code or 0
 
 
 def demo(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ from cairnq_tui.hosting._host import (
     WorkerHost,
 )
 from cairnq_tui.hosting._load import HostError, WorkerSpec
+from cairnq_tui.hosting._run import Runnable, run_hosting, start_hosting
 from cairnq_tui.hosting._why import hosted_reasons
 
 __all__ = [
@@ -22,7 +23,10 @@ __all__ = [
     "HostState",
     "HostedStatus",
     "HostedWorker",
+    "Runnable",
     "WorkerHost",
     "WorkerSpec",
     "hosted_reasons",
+    "run_hosting",
+    "start_hosting",
 ]
