@@ -21,7 +21,6 @@ from engine import (
     ProtocolVersionMismatch,
     SchemaMismatch,
     SQLiteStore,
-    StoreUnavailable,
     TaskStore,
 )
 from engine.inspect import describe_sqlite_file
@@ -29,6 +28,9 @@ from engine.store import redact_dsn
 
 DEFAULT_TARGET = "tasks.db"
 _PG_SCHEMES = ("postgres://", "postgresql://")
+#: A libpq ``keyword=value`` connection string starts with a keyword and ``=``
+#: (``host=db user=app``): never a file name (write ``./host=x`` for such a file).
+_KEYWORD_DSN = re.compile(r"\s*[A-Za-z_][A-Za-z0-9_]*\s*=")
 
 
 class TargetError(Exception):
@@ -51,20 +53,31 @@ class Target:
 
 def cannot_open(raw: str | None, exc: BaseException) -> str:
     """The one line for an unexpected failure opening TARGET ``raw`` (password hidden)."""
-    return (
-        f"cairnq-tui: cannot open {redact_dsn(str(raw or DEFAULT_TARGET))}: "
-        f"{type(exc).__name__}: {redact_dsn(str(exc))}"
-    )
+    where = redact_dsn(str(raw or DEFAULT_TARGET))
+    detail = redact_dsn(str(exc), source=raw)
+    if where in detail:  # the error names the target already
+        return f"cairnq-tui: {type(exc).__name__}: {detail}"
+    return f"cairnq-tui: cannot open {where}: {type(exc).__name__}: {detail}"
+
+
+def is_dsn(value: str) -> bool:
+    """True for a Postgres DSN: a ``postgres(ql)://`` URI or a libpq ``key=value`` string."""
+    return value.startswith(_PG_SCHEMES) or _KEYWORD_DSN.match(value) is not None
 
 
 def parse_target(raw: str | None, schema: str | None = None) -> Target:
     """Classify TARGET (None = ``./tasks.db``).
 
+    Any libpq ``keyword=value`` string or ``postgres(ql)://`` URI is Postgres,
+    whether or not it names a database.
+
     Raises:
-        TargetError: ``--schema`` given for a SQLite file.
+        TargetError: an empty TARGET, or ``--schema`` given for a SQLite file.
     """
-    value = raw if raw else DEFAULT_TARGET
-    if value.startswith(_PG_SCHEMES) or ("=" in value and "dbname" in value):
+    if raw is not None and not raw.strip():
+        raise TargetError("TARGET is empty: give a SQLite file path or a Postgres DSN")
+    value = raw if raw is not None else DEFAULT_TARGET
+    if is_dsn(value):
         return Target(value, "postgres", redact_dsn(value), schema)
     if schema is not None:
         raise TargetError(f"--schema applies to Postgres targets only, not to {value}")
@@ -90,7 +103,7 @@ def make_store(
             target.raw, schema=target.schema, read_only=read_only, migrate=False, max_size=4
         )
     except ValueError as exc:
-        raise TargetError(redact_dsn(str(exc))) from None
+        raise TargetError(redact_dsn(str(exc), source=target.raw)) from None
 
 
 async def check_target(target: Target, *, read_only: bool) -> str | None:
@@ -140,20 +153,20 @@ async def _connect(store: TaskStore, target: Target) -> None:
         await _close_quietly(store)
         if re.search(r"protocol 0\b", str(exc)):
             raise TargetError(
-                f"{where} has no cairnq tables.\n"
-                "Start a cairnq worker or client against it first (they create the schema)."
+                f"{where} has no cairnq tables: start a cairnq worker or client against it "
+                "first (they create the schema)"
             ) from None
         shown = redact_dsn(str(exc))
         raise TargetError(f"{where} speaks another cairnq protocol: {shown}") from None
     except SchemaMismatch as exc:
         await _close_quietly(store)
         raise TargetError(_wrong_schema(target, str(exc))) from None
-    except StoreUnavailable as exc:
-        await _close_quietly(store)
-        raise TargetError(f"cannot open {where}: {redact_dsn(str(exc))}") from None
     except (CairnQError, OSError) as exc:
         await _close_quietly(store)
-        raise TargetError(f"cannot open {where}: {redact_dsn(str(exc))}") from None
+        detail = redact_dsn(str(exc), source=target.raw)
+        if target.display in detail:  # the engine's message names the target already
+            raise TargetError(detail) from None
+        raise TargetError(f"cannot open {where}: {detail}") from None
 
 
 def _wrong_schema(target: Target, detail: str) -> str:
