@@ -15,7 +15,6 @@ from cairnq_tui.hosting._host import (
 )
 from cairnq_tui.hosting._load import HostError, WorkerSpec
 from cairnq_tui.hosting._run import Runnable, run_hosting, start_hosting
-from cairnq_tui.hosting._why import hosted_reasons
 
 __all__ = [
     "DEFAULT_GRACE_S",
@@ -26,7 +25,6 @@ __all__ = [
     "Runnable",
     "WorkerHost",
     "WorkerSpec",
-    "hosted_reasons",
     "run_hosting",
     "start_hosting",
 ]
