@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from engine import (
@@ -125,6 +126,8 @@ async def check_target(target: Target, *, read_only: bool) -> str | None:
 def _check_sqlite_file(path: str, read_only: bool) -> str | None:
     """Refuse a file that is not (and should not become) a cairnq database; a notice."""
     notice = None
+    if not read_only:
+        _check_writable(path)  # before looking: a read-only look still makes -wal/-shm
     found = describe_sqlite_file(path)
     if found.kind == "not-sqlite":
         raise TargetError(f"{path} is not a SQLite database ({found.detail}).")
@@ -143,6 +146,19 @@ def _check_sqlite_file(path: str, read_only: bool) -> str | None:
             raise TargetError(f"cannot create {path}: the folder {folder} does not exist.")
         notice = f"Created a new cairnq database at {os.path.abspath(path)}"
     return notice
+
+
+def _check_writable(path: str) -> None:
+    """Refuse an existing database the console could not write, before anything opens it."""
+    file = Path(path)
+    if not file.is_file():
+        return
+    if not os.access(file, os.W_OK) or not file.stat().st_mode & 0o222:
+        raise TargetError(f"{path} is read-only; open it with --read-only to inspect it.")
+    if not os.access(file.resolve().parent, os.W_OK | os.X_OK):
+        raise TargetError(
+            f"cannot write in the folder of {path}; open it with --read-only to inspect it."
+        )
 
 
 async def _connect(store: TaskStore, target: Target) -> None:

@@ -4,14 +4,17 @@ and a refused open creates nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from engine import PostgresStore, StoreUnavailable
+from cairnq_tui.target import check_target, parse_target
+from engine import CairnQ, CairnQError, PostgresStore, SQLiteStore, StoreUnavailable
 
 SCRIPT = Path(sys.executable).with_name("cairnq-tui")
 
@@ -93,3 +96,105 @@ def test_an_empty_target_is_refused_and_creates_nothing(tmp_path: Path) -> None:
         err = refused_in_one_line(launch(tmp_path, empty))
         assert "TARGET is empty" in err
     assert list(tmp_path.iterdir()) == []
+
+
+# -- nothing is created by a refused open ----------------------------------------
+
+
+async def make_database(path: Path, *names: str) -> None:
+    """A cairnq database at ``path`` holding one task per name, closed cleanly."""
+    store = SQLiteStore(path)
+    await store.connect()
+    try:
+        client = CairnQ(store)
+        for name in names:
+            await client.submit(name, {})
+    finally:
+        await store.close()
+
+
+def beside(path: Path) -> list[str]:
+    return sorted(p.name for p in path.parent.iterdir())
+
+
+@pytest.fixture
+def mount(tmp_path: Path) -> Iterator[Callable[..., Path]]:
+    """``mount(size)``: a tmpfs of ``size`` (unmounted after); root only."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    points: list[Path] = []
+
+    def make(size: str = "1m") -> Path:
+        point = tmp_path / f"mnt{len(points)}"
+        point.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", point])
+        if done.returncode != 0:
+            pytest.skip("cannot mount a tmpfs here")
+        points.append(point)
+        return point
+
+    yield make
+    for point in points:
+        subprocess.run(["umount", "-l", point], check=True)
+
+
+async def test_a_read_only_file_is_refused_without_a_trace_and_opens_read_only(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "tasks.db"
+    await make_database(db, "ok_task")
+    db.chmod(0o444)
+    before = db.read_bytes()
+    err = refused_in_one_line(launch(tmp_path, str(db)))
+    assert "read-only" in err and "--read-only" in err
+    with pytest.raises(StoreUnavailable, match="not writable"):
+        await SQLiteStore(db).connect()
+    assert beside(db) == ["tasks.db"] and db.read_bytes() == before  # no -wal/-shm
+    # --read-only opens it for inspection.
+    assert await check_target(parse_target(str(db)), read_only=True) is None
+    store = SQLiteStore(db, read_only=True)
+    await store.connect()
+    try:
+        assert [t.name for t in await store.list()] == ["ok_task"]
+    finally:
+        await store.close()
+
+
+async def test_a_wal_database_in_a_read_only_folder_opens_read_only(
+    mount: Callable[..., Path], tmp_path: Path
+) -> None:
+    folder = mount()
+    db = folder / "tasks.db"
+    await make_database(db, "first", "second")
+    assert beside(db) == ["tasks.db"]  # closed cleanly: the WAL was folded in
+    subprocess.run(["mount", "-o", "remount,ro", folder], check=True)
+    store = SQLiteStore(db, read_only=True)
+    await store.connect()
+    try:
+        assert sorted(t.name for t in await store.list()) == ["first", "second"]
+    finally:
+        await store.close()
+    assert await check_target(parse_target(str(db)), read_only=True) is None
+    err = refused_in_one_line(launch(tmp_path, str(db)))
+    assert "--read-only" in err
+    assert beside(db) == ["tasks.db"]
+
+
+@pytest.mark.parametrize("free_kb", [0, 12])
+async def test_a_full_disk_leaves_no_file(
+    mount: Callable[..., Path], tmp_path: Path, free_kb: int
+) -> None:
+    folder = mount("64k")
+    filler = folder / "filler"
+    # Fill the disk, then free what the case wants.
+    with filler.open("wb", buffering=0) as out, contextlib.suppress(OSError):
+        while True:
+            out.write(b"\0" * 4096)
+    if free_kb:
+        os.truncate(filler, filler.stat().st_size - free_kb * 1024)
+    err = refused_in_one_line(launch(tmp_path, str(folder / "new.db")))
+    assert "new.db" in err
+    assert beside(filler) == ["filler"]
+    with pytest.raises(CairnQError):
+        await SQLiteStore(folder / "other.db").connect()
+    assert beside(filler) == ["filler"]
