@@ -102,6 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="host this engine.Worker (or a function taking the store and returning one) "
         "in the console, on the same database (repeatable)",
     )
+    launch.add_argument(
+        "--create",
+        action="store_true",
+        help="create the cairnq tables in an empty Postgres database or a missing --schema "
+        "(a hosted --worker does too; a new SQLite file is always created)",
+    )
     add_serve_parser(commands, launch)
     demo = commands.add_parser(
         "demo",
@@ -166,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return refused(str(exc))
     if args.workers and args.read_only:
         return refused("--worker cannot be used with --read-only")
+    if args.create and args.read_only:
+        return refused("--create cannot be used with --read-only")
     return serve(args) if args.command == "serve" else launch(args)
 
 
@@ -213,7 +221,8 @@ def launch(args: argparse.Namespace) -> int:
                 reference=store,
             )
             host.check()
-        notice = asyncio.run(check_target(target, read_only=args.read_only))
+        create = args.create or bool(args.workers)
+        notice = asyncio.run(check_target(target, read_only=args.read_only, create=create))
     except (TargetError, HostError) as exc:
         return refused(str(exc))
     except KeyboardInterrupt:
@@ -233,7 +242,7 @@ def launch(args: argparse.Namespace) -> int:
     )
     app = ConsoleApp(store, settings, host=host)
     if not start_hosting(host):
-        if notice is not None:
+        if notice is not None and not target.is_postgres:
             _remove_sqlite_file(target.raw)  # created above for workers that never started
         return EXIT_BAD_TARGET
     return run_hosting(app, host, started=True)

@@ -168,7 +168,8 @@ def serve(args: argparse.Namespace) -> int:
     try:
         target = args.resolved or parse_target(args.target, args.schema)
         # A new SQLite file is created here when writes are allowed (or a worker runs).
-        asyncio.run(check_target(target, read_only=read_only and not args.workers))
+        writes = bool(args.workers) or args.create
+        asyncio.run(check_target(target, read_only=read_only and not writes, create=writes))
         host = None
         if args.workers:
             host = WorkerHost(

@@ -107,18 +107,35 @@ def make_store(
         raise TargetError(redact_dsn(str(exc), source=target.raw)) from None
 
 
-async def check_target(target: Target, *, read_only: bool) -> str | None:
+class _NoTables(Exception):
+    """The Postgres target answers but holds no cairnq tables (or no such schema)."""
+
+
+async def check_target(target: Target, *, read_only: bool, create: bool = False) -> str | None:
     """Open the target once to prove it is a cairnq database; a notice, if any.
 
     A new SQLite file is created (and migrated) here, hence the notice. Postgres
-    is probed read-only: no schema is created and nothing is migrated.
+    is probed read-only first; only with ``create`` (``--create``, or a hosted
+    ``--worker``) does an empty database (or a missing ``--schema``) get the
+    cairnq tables, with a notice saying so.
 
     Raises:
         TargetError: the target does not answer or is not a cairnq database.
     """
     notice = None if target.is_postgres else _check_sqlite_file(target.raw, read_only)
     store = make_store(target, read_only=read_only or target.is_postgres)
-    await _connect(store, target)
+    try:
+        await _connect(store, target)
+    except _NoTables as empty:
+        if not create or read_only:
+            raise TargetError(
+                f"{empty} has no cairnq tables: start a cairnq worker or client against it "
+                "first, or pass --create (or host a --worker) to create them here"
+            ) from None
+        creator = PostgresStore(target.raw, schema=target.schema, migrate=True, max_size=1)
+        await _connect(creator, target)
+        await creator.close()
+        return f"Created the cairnq tables in {empty}"
     await store.close()
     return notice
 
@@ -168,14 +185,13 @@ async def _connect(store: TaskStore, target: Target) -> None:
     except ProtocolVersionMismatch as exc:
         await _close_quietly(store)
         if re.search(r"protocol 0\b", str(exc)):
-            raise TargetError(
-                f"{where} has no cairnq tables: start a cairnq worker or client against it "
-                "first (they create the schema)"
-            ) from None
+            raise _NoTables(where) from None
         shown = redact_dsn(str(exc))
         raise TargetError(f"{where} speaks another cairnq protocol: {shown}") from None
     except SchemaMismatch as exc:
         await _close_quietly(store)
+        if target.schema is not None and "current_schema() = None" in str(exc):
+            raise _NoTables(where) from None  # the schema does not exist (yet)
         raise TargetError(_wrong_schema(target, str(exc))) from None
     except (CairnQError, OSError) as exc:
         await _close_quietly(store)

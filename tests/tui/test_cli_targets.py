@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cairnq_tui.target import check_target, parse_target
+from cairnq_tui.target import TargetError, check_target, parse_target
 from engine import CairnQ, CairnQError, PostgresStore, SQLiteStore, StoreUnavailable
 
 SCRIPT = Path(sys.executable).with_name("cairnq-tui")
@@ -198,3 +198,42 @@ async def test_a_full_disk_leaves_no_file(
     with pytest.raises(CairnQError):
         await SQLiteStore(folder / "other.db").connect()
     assert beside(filler) == ["filler"]
+
+
+# -- an empty Postgres database: refused, or given the tables when asked -----------
+
+
+def test_an_empty_postgres_database_is_refused_saying_how_to_create_it(
+    tmp_path: Path, pg_database: str
+) -> None:
+    err = refused_in_one_line(launch(tmp_path, pg_database))
+    assert "has no cairnq tables" in err and "--create" in err and "--worker" in err
+    err = refused_in_one_line(launch(tmp_path, pg_database, "--create", "--read-only"))
+    assert "--create cannot be used with --read-only" in err
+    assert not tables_in(pg_database)
+
+
+def tables_in(dsn: str, schema: str = "public") -> list[str]:
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "select table_name from information_schema.tables where table_schema = %s",
+            (schema,),
+        ).fetchall()
+    return sorted(r[0] for r in rows)
+
+
+@pytest.mark.parametrize("schema", [None, "ops"])
+async def test_create_makes_the_tables_once_and_says_so(
+    pg_database: str, schema: str | None
+) -> None:
+    target = parse_target(pg_database, schema)
+    with pytest.raises(TargetError, match="has no cairnq tables"):
+        await check_target(target, read_only=False)
+    notice = await check_target(target, read_only=False, create=True)
+    assert notice is not None and notice.startswith("Created the cairnq tables in ")
+    assert "cairnq_tasks" in tables_in(pg_database, schema or "public")
+    # Once there, the target is simply a cairnq database (no second notice).
+    assert await check_target(target, read_only=False, create=True) is None
+    assert await check_target(target, read_only=True) is None
