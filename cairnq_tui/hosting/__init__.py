@@ -14,6 +14,7 @@ from cairnq_tui.hosting._host import (
     WorkerHost,
 )
 from cairnq_tui.hosting._load import HostError, WorkerSpec
+from cairnq_tui.hosting._quit import quitting_notice
 from cairnq_tui.hosting._run import Runnable, run_hosting, start_hosting
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "Runnable",
     "WorkerHost",
     "WorkerSpec",
+    "quitting_notice",
     "run_hosting",
     "start_hosting",
 ]

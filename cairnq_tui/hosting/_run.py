@@ -40,4 +40,7 @@ def run_hosting(app: Runnable, host: WorkerHost | None, *, started: bool = False
     finally:
         if host is not None:
             host.shutdown()
+            left = host.left_running_line()
+            if left is not None:
+                print(left, file=sys.stderr)
     return app.return_code or 0
