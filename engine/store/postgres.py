@@ -166,7 +166,8 @@ class PostgresStore(TaskStore):
         try:
             params = conninfo_to_dict(dsn)
         except psycopg.ProgrammingError as exc:
-            raise ValueError(f"malformed Postgres DSN {redact_dsn(dsn)!r}: {exc}") from exc
+            detail = redact_dsn(" ".join(str(exc).split()), source=dsn)
+            raise ValueError(f"malformed Postgres DSN {redact_dsn(dsn)!r}: {detail}") from exc
         self._dsn = dsn
         self._schema = schema
         self._read_only = read_only
@@ -328,6 +329,7 @@ class PostgresStore(TaskStore):
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailable:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        detail = redact_dsn(detail, source=self._dsn)
         return StoreUnavailable(f"Postgres at {self.target} is unavailable: {detail}")
 
     async def _create_schema(self, conn: Conn) -> None:

@@ -71,6 +71,7 @@ from engine._clock import now_ms
 from engine._errors import AlreadyExists, LostLease, StoreClosed, StoreLocked, StoreUnavailable
 from engine._models import TASK_COLUMNS, SubmitOutcome, Task, TaskRef, in_claim_order
 from engine._sql import migrations, specialise, statement
+from engine._sqlite_file import is_read_only_file, read_only_uri, remove_database_files
 from engine.store import _sqlite_sync as sync
 from engine.store._base import (
     LEASE_EXPIRED_JSON,
@@ -308,7 +309,17 @@ class SQLiteStore(TaskStore):
             self._connect_lock = asyncio.Lock()
         async with self._connect_lock:
             if self._conn is None:
-                await self._open()
+                new = self._creates_file()
+                try:
+                    await self._open()
+                except BaseException:
+                    if new:  # a refused open leaves no file behind (a full disk's 0 bytes)
+                        remove_database_files(self._path)
+                    raise
+
+    def _creates_file(self) -> bool:
+        """True when opening would create the database file (it does not exist yet)."""
+        return not (self._memory or self._uri or os.path.lexists(self._path))
 
     def _location(self) -> tuple[str, bool]:
         """Check the path before opening; ``(what to open, as a URI?)``."""
@@ -323,7 +334,7 @@ class SQLiteStore(TaskStore):
                     f"cannot open SQLite database {self._path} read-only: no such file"
                 )
             # mode=ro: the file cannot be written through this store at all.
-            return path.resolve().as_uri() + "?mode=ro", True
+            return read_only_uri(path), True
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -331,9 +342,12 @@ class SQLiteStore(TaskStore):
                 f"cannot open SQLite database {self._path}: cannot create its directory "
                 f"{path.parent} ({exc.strerror or exc})"
             ) from exc
-        if not os.access(path.parent, os.W_OK | os.X_OK) or (
-            path.exists() and not os.access(path, os.W_OK)
-        ):
+        if is_read_only_file(path):
+            raise StoreUnavailable(
+                f"cannot open SQLite database {self._path}: the file is not writable "
+                "(open it with read_only=True to read it)"
+            )
+        if not os.access(path.parent, os.W_OK | os.X_OK):
             raise StoreUnavailable(
                 f"cannot open SQLite database {self._path}: location is not writable"
             )
