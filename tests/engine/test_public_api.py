@@ -45,6 +45,8 @@ ENGINE_ALL = {
     "StoreClosed",
     "StoreLocked",
     "StoreUnavailable",
+    "SubmitAction",
+    "SubmitOutcome",
     "Task",
     "TaskCanceled",
     "TaskContext",
@@ -100,6 +102,7 @@ INSPECT_ALL = {
 }
 
 SNAPSHOTS_ALL = {
+    "AbandonedThread",
     "CallSnapshot",
     "CallTaskSnapshot",
     "ErrorReport",
