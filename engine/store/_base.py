@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import abc
 import builtins
+from collections.abc import Sequence
 from typing import Any
 
 from engine import _rules
