@@ -6,6 +6,9 @@ cairnq database: a SQLite file holding other tables is never migrated, and a
 Postgres target is first opened read-only so a mistyped schema is not created.
 Every failure becomes a ``TargetError`` whose message fits on one screen and
 never shows a password.
+
+(Names for targets, from the config file: ``named_targets``; what the console
+runs with once a target is open: ``settings``.)
 """
 
 from __future__ import annotations

@@ -41,3 +41,15 @@ def test_every_view_of_the_main_screen_is_a_data_view() -> None:
 
     assert all(issubclass(view, DataView) for _, view in VIEWS.values())
     assert issubclass(TaskDetailScreen, DataNode)
+
+
+def test_nothing_imports_the_command_line_back() -> None:
+    """``cli.py`` is the top: ``serve.py`` runs its server through
+    ``cairnq_tui.hosting.run_hosting`` instead of importing it from ``cli`` (the
+    cli.py <-> serve.py cycle is gone)."""
+    importers = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "cairnq_tui").rglob("*.py")
+        if path.name != "cli.py" and "cairnq_tui.cli" in path.read_text()
+    )
+    assert importers == []
