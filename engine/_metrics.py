@@ -10,6 +10,7 @@ completions in the window, never the table size, and the cap bounds it.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -147,8 +148,12 @@ async def metrics(
     since = now - window_ms
     bucket_ms = max(60_000, math.ceil(window_ms / buckets / 60_000) * 60_000)
     params = {"since_ms": since, "cap": cap, "bucket_ms": bucket_ms}
-    counts = await inspector._read("inspect_metrics_throughput", params)
-    latencies = await inspector._read("inspect_metrics_latency", {"since_ms": since, "cap": cap})
+    # Two reads of the same window, side by side (Postgres runs them on two
+    # connections; SQLite's single reader takes them in turn).
+    counts, latencies = await asyncio.gather(
+        inspector._read("inspect_metrics_throughput", params),
+        inspector._read("inspect_metrics_latency", {"since_ms": since, "cap": cap}),
+    )
     first = since // bucket_ms
     width = now // bucket_ms - first + 1
     per: dict[tuple[str, str], dict[str, list[int]]] = {}
