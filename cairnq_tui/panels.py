@@ -24,12 +24,19 @@ def _failures() -> DataView:
     return FailuresView(id="failures-view")
 
 
+def _audit() -> DataView:
+    from cairnq_tui.widgets.audit_view import AuditView
+
+    return AuditView(id="audit-view")
+
+
 #: Palette title -> (help line, the view's factory).
 PANELS: dict[str, tuple[str, Callable[[], DataView]]] = {
     "Failures": (
         "Failed tasks grouped by name and error, over 1 h / 24 h / 7 d / all",
         _failures,
     ),
+    "Audit": ("Every write this console made on this target (the history file)", _audit),
 }
 
 

@@ -232,3 +232,42 @@ async def test_no_history_keeps_no_file(demo_db: Path) -> None:
         await settle(pilot)
         assert app.history is None
     assert not (Path(os.environ["XDG_STATE_HOME"]) / "cairnq-tui").exists()
+
+
+async def test_audit_view_lists_the_writes_newest_first(
+    demo_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from textual.widgets import Static
+
+    from cairnq_tui.panels import open_panel
+    from cairnq_tui.widgets.audit_view import AuditView
+
+    monkeypatch.setattr("getpass.getuser", lambda: "oncall")
+    app = demo_app(demo_db)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        view = app.screen.query_one(TasksView)
+        queued = [r.id for r in view.page.rows if r.status == "queued"]  # type: ignore[union-attr]
+        await app.client.cancel(queued[0])
+        await app.client.cancel(queued[1])
+        open_panel(app, "Audit")
+        await settle(pilot)
+        audit = app.screen.query_one(AuditView)
+        rows = [[str(c) for c in audit.table.get_row(k)] for k in audit.table.row_keys()]
+        assert [r[1:4] for r in rows] == [["oncall", "cancel", "1"], ["oncall", "cancel", "1"]]
+        assert queued[1] in rows[0][4] and queued[0] in rows[1][4]
+        assert "2 write(s)" in str(app.screen.query_one("#audit-info", Static).render())
+
+
+async def test_audit_view_says_when_there_is_no_history_file(demo_db: Path) -> None:
+    from textual.widgets import Static
+
+    from cairnq_tui.panels import open_panel
+
+    app = demo_app(demo_db, history=False)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        open_panel(app, "Audit")
+        await settle(pilot)
+        info = str(app.screen.query_one("#audit-info", Static).render())
+        assert "--no-history" in info

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from console_states import SNAPSHOT_SIZE, demo_app, settle
-from triage_states import build_triage_db
+from triage_states import build_triage_db, triage_rows
 
 from cairnq_tui.panels import open_panel
 
@@ -38,3 +38,21 @@ def test_failures_snapshots(
 ) -> None:
     app = demo_app(triage_db)
     assert snap_compare(app, terminal_size=SNAPSHOT_SIZE, run_before=opened("Failures", *keys))
+
+
+def test_audit_snapshot(
+    snap_compare: Any, triage_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("getpass.getuser", lambda: "oncall")
+    app = demo_app(triage_db)
+
+    async def run_before(pilot: Any) -> None:
+        await settle(pilot)
+        rows, _ = triage_rows()
+        await app.client.cancel(rows[0]["id"])
+        await app.client.retry(rows[6]["id"], reset_attempt=True)
+        await app.client.purge(status="canceled", name="refund")
+        open_panel(pilot.app, "Audit")
+        await settle(pilot)
+
+    assert snap_compare(app, terminal_size=SNAPSHOT_SIZE, run_before=run_before)
