@@ -117,6 +117,8 @@ FAILURES: list[BindingType] = [
     Binding("x", "open_example", "Example", show=False),
 ]
 
+METRICS: list[BindingType] = [Binding("w", "next_window", "Window")]
+
 FAILURE_GROUP: list[BindingType] = [
     Binding("enter", "open_task", "Detail"),
     Binding("r", "retry_group", "Retry group"),
@@ -141,6 +143,7 @@ SECTIONS: list[tuple[str, list[Binding]]] = [
     ("Task detail", _bindings(DETAIL)),
     ("Failures view (ctrl+p: Failures)", _bindings(FAILURES)),
     ("A failure group's tasks", _bindings(FAILURE_GROUP)),
+    ("Metrics view (ctrl+p: Metrics)", _bindings(METRICS)),
 ]
 
 #: Actions that write to the database: disabled (and shown dimmed) in read-only mode.

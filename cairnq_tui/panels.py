@@ -30,11 +30,21 @@ def _audit() -> DataView:
     return AuditView(id="audit-view")
 
 
+def _metrics() -> DataView:
+    from cairnq_tui.widgets.metrics_view import MetricsView
+
+    return MetricsView(id="metrics-view")
+
+
 #: Palette title -> (help line, the view's factory).
 PANELS: dict[str, tuple[str, Callable[[], DataView]]] = {
     "Failures": (
         "Failed tasks grouped by name and error, over 1 h / 24 h / 7 d / all",
         _failures,
+    ),
+    "Metrics": (
+        "Completions, failures and latency per queue and name; queue depth over time",
+        _metrics,
     ),
     "Audit": ("Every write this console made on this target (the history file)", _audit),
 }
