@@ -334,3 +334,74 @@ def test_quit_with_a_hung_hosted_call_says_so_and_does_not_wait_for_it(tmp_path:
     finally:
         tmux.kill()
     assert asyncio.run(status(task_id)) == "running"  # until its lease ends
+
+
+FAILING_WORKER = r"""
+import asyncio, sys
+from engine import SQLiteStore
+
+async def main(path):
+    store = SQLiteStore(path)
+    await store.connect()
+    n = 0
+    while True:
+        n += 1
+        await store.submit(name="e2e.charge", queue="e2e", payload={"n": n})
+        for task in await store.claim(queues=["e2e"], worker_id="worker_e2e", limit=1):
+            error = {"type": "TimeoutError", "code": "handler_error",
+                     "message": f"order {task.payload['n']} timed out", "retryable": False,
+                     "details": {}}
+            await store.fail(task_id=task.id, worker_id="worker_e2e", error=error,
+                             retryable=False)
+        await asyncio.sleep(0.05)
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+def test_failures_view_in_tmux_against_a_failing_worker(tmp_path: Path) -> None:
+    path = tmp_path / "failing.db"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    worker = subprocess.Popen([sys.executable, "-c", FAILING_WORKER, str(path)], env=env)
+    deadline = time.monotonic() + 10
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    exit_file = tmp_path / "exit.txt"
+    state = tmp_path / "state"
+    env = {
+        **os.environ,
+        "TERM": "xterm-256color",
+        "EXIT_FILE": str(exit_file),
+        "XDG_STATE_HOME": str(state),
+    }
+    tmux = Tmux([str(SCRIPT), "launch", str(path), "--refresh", "0.3"], env)
+    try:
+        tmux.wait_for("e2e.charge", "TimeoutError")  # the Tasks list's Error column
+        tmux.keys("C-p")
+        tmux.wait_for("Search for commands")
+        tmux.keys("Failures")
+        time.sleep(0.3)
+        tmux.keys("Enter")
+        tmux.wait_for("Message (masked)", "order <n> timed out", "grouped")
+        tmux.keys("Enter")  # the group's tasks
+        tmux.wait_for("failed task(s) in the last 24h", "e2e.charge")
+        tmux.keys("r")
+        tmux.wait_for("Retry ", " tasks?")
+        tmux.keys("Escape")  # nothing retried
+        tmux.wait_gone(" tasks?")
+        tmux.keys("Escape")
+        tmux.wait_gone("failed task(s) in the last 24h")
+        tmux.keys("Escape")
+        tmux.wait_gone("Message (masked)")
+        tmux.keys("q")
+        deadline = time.monotonic() + 10
+        while not exit_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert exit_file.read_text().strip() == "EXIT=0"
+    finally:
+        tmux.kill()
+        worker.terminate()
+        worker.wait(timeout=5)
+    [history] = (state / "cairnq-tui").iterdir()
+    assert history.name.startswith("history-") and oct(history.stat().st_mode & 0o777) == "0o600"
