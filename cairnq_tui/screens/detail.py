@@ -7,6 +7,8 @@ countdown is redrawn every second from the clock between refreshes.
 
 from __future__ import annotations
 
+import asyncio
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -24,9 +26,11 @@ from cairnq_tui.formatting import (
     safe_text,
     status_text,
 )
+from cairnq_tui.history import SeenFailure
 from cairnq_tui.hosting import HostedStatus
 from cairnq_tui.messages import DetailRefreshed
 from cairnq_tui.why import clock_time, hosted_reasons, why_not_running
+from cairnq_tui.widgets.attempts import attempts_text
 from cairnq_tui.widgets.json_tree import JsonTree
 from cairnq_tui.widgets.key_footer import KeyFooter
 from cairnq_tui.widgets.status_bar import StatusBar
@@ -55,6 +59,7 @@ class TaskDetailScreen(DataNode, Screen[None]):
         self.detail: TaskDetail | None = None
         self.missing = False
         self.hosted: list[HostedStatus] = []  # what hosted workers say (--worker)
+        self.seen: list[SeenFailure] = []  # failed attempts the recorder saw
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -63,6 +68,7 @@ class TaskDetailScreen(DataNode, Screen[None]):
             yield Static("", id="why")
             yield Static("", id="fields")
             yield Static("", id="lineage")
+            yield Static("", id="attempts")
             for name in JSON_FIELDS:
                 with Collapsible(title=name, collapsed=name == "metadata", id=f"c-{name}"):
                     yield JsonTree(name, id=f"json-{name}")
@@ -90,6 +96,7 @@ class TaskDetailScreen(DataNode, Screen[None]):
         """Switch to another task (or key) without stacking another screen."""
         self.task_id, self.follow_key = task_id, follow_key
         self.detail = None
+        self.seen = []
         self.draw()
 
     # -- refresh ------------------------------------------------------------------------------
@@ -106,6 +113,8 @@ class TaskDetailScreen(DataNode, Screen[None]):
         detail = await console.inspector.task_detail(task_id) if task_id else None
         if console.host:
             self.hosted = await console.host.statuses()
+        if console.history is not None and detail is not None:
+            self.seen = await asyncio.to_thread(console.history.file.attempts, detail.task.id)
         return DetailRefreshed(0.0, detail)
 
     def on_detail_refreshed(self, message: DetailRefreshed) -> None:
@@ -200,6 +209,7 @@ class TaskDetailScreen(DataNode, Screen[None]):
                 )
             )
         self.query_one("#lineage", Static).update(lineage)
+        self.query_one("#attempts", Static).update(attempts_text(t, self.hosted, self.seen, now))
         for name in JSON_FIELDS:
             self.query_one(f"#json-{name}", JsonTree).show(getattr(t, name))
 
