@@ -45,6 +45,11 @@ TASKS: list[BindingType] = [
     Binding("N", "focus_name_filter", "Name filter", key_display="N", show=False),
     Binding("x", "clear_filters", "Clear filters", show=False),
     Binding("o", "choose_columns", "Columns", show=False),
+    Binding("u", "run_now", "Run now", show=False),
+    Binding("d", "delay", "Delay by", show=False),
+    Binding("y", "copy_id", "Copy id", show=False),
+    Binding("Y", "copy_json", "Copy JSON", key_display="Y", show=False),
+    Binding("E", "export", "Export", key_display="E", show=False),
     Binding("escape", "clear", "Clear", show=False),
 ]
 
@@ -162,5 +167,7 @@ CONTROL_ACTIONS = frozenset(
         "retry_by_key_prompt",
         "retry_group",
         "cancel_group",
+        "run_now",
+        "delay",
     }
 )

@@ -21,7 +21,7 @@ from typing import Any
 
 from cairnq_tui import named_targets
 from cairnq_tui.commands import ConsoleCommands
-from cairnq_tui.controls import Controls
+from cairnq_tui.controls_schedule import ScheduleControls
 from cairnq_tui.formatting import clean
 from cairnq_tui.hosting import WorkerHost
 from cairnq_tui.ports import Console, console_of
@@ -134,7 +134,7 @@ class TargetCommands(ConsoleCommands):
         ]
 
 
-class GuardedControls(Controls):
+class GuardedControls(ScheduleControls):
     """The console's controls; on a danger target, bulk ones first ask for its name."""
 
     def _gate(self, action: str, then: Any) -> None:

@@ -34,6 +34,7 @@ from cairnq_tui.formatting import (
 )
 from cairnq_tui.messages import TasksRefreshed
 from cairnq_tui.widgets.keyed_table import ColumnSpec, KeyedTable
+from cairnq_tui.widgets.task_ops import TaskOps
 from cairnq_tui.widgets.task_rows import OpensTaskRows
 from cairnq_tui.widgets.view_bases import DataView
 from engine import STATUSES
@@ -122,7 +123,7 @@ _INDEX = {spec[1]: i for i, spec in enumerate(COLUMNS)}
 _ALL = [spec[1] for spec in COLUMNS]
 
 
-class TasksView(OpensTaskRows, DataView):
+class TasksView(TaskOps, OpensTaskRows, DataView):
     """Filter bar, task table and a page line; refreshed by the app's loop."""
 
     BINDINGS = keymap.TASKS
