@@ -36,6 +36,12 @@ def _metrics() -> DataView:
     return MetricsView(id="metrics-view")
 
 
+def _workers() -> DataView:
+    from cairnq_tui.widgets.workers_view import WorkersView
+
+    return WorkersView(id="workers-view")
+
+
 #: Palette title -> (help line, the view's factory).
 PANELS: dict[str, tuple[str, Callable[[], DataView]]] = {
     "Failures": (
@@ -45,6 +51,10 @@ PANELS: dict[str, tuple[str, Callable[[], DataView]]] = {
     "Metrics": (
         "Completions, failures and latency per queue and name; queue depth over time",
         _metrics,
+    ),
+    "Workers": (
+        "Worker ids holding leases now (from the rows) and seen before (the recorder)",
+        _workers,
     ),
     "Audit": ("Every write this console made on this target (the history file)", _audit),
 }

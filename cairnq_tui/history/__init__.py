@@ -15,6 +15,7 @@ from cairnq_tui.history._file import (
     AuditEntry,
     HistoryFile,
     SeenFailure,
+    SeenWorker,
 )
 from cairnq_tui.history._paths import history_path, state_dir, target_identity
 from cairnq_tui.history._recorder import Recorder
@@ -31,6 +32,7 @@ __all__ = [
     "HistorySession",
     "Recorder",
     "SeenFailure",
+    "SeenWorker",
     "history_path",
     "open_history",
     "os_user",

@@ -39,6 +39,11 @@ create table if not exists audit (
     action text not null, detail text not null, count integer not null
 );
 create index if not exists audit_at on audit (at_ms);
+create table if not exists workers (
+    worker_id text primary key, first_seen_ms integer not null,
+    at_ms integer not null, tasks integer not null, names text not null,
+    queues text not null
+);
 """
 
 
@@ -54,6 +59,19 @@ class SeenFailure:
     error_type: str | None
     message: str | None
     at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class SeenWorker:
+    """A worker id the recorder saw holding leases: when first and last, and what
+    it held the last time (tasks, names, queues)."""
+
+    worker_id: str
+    first_seen_ms: int
+    last_seen_ms: int
+    tasks: int
+    names: tuple[str, ...]
+    queues: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +162,44 @@ class HistoryFile:
             self._conn.execute("commit")
             return self._conn.total_changes - before
 
+    def record_workers(
+        self, at_ms: int, workers: Iterable[tuple[str, int, Sequence[str], Sequence[str]]]
+    ) -> None:
+        """Workers holding leases now: ``(worker_id, tasks, names, queues)``."""
+        rows = [
+            (w, at_ms, at_ms, n, "\x1f".join(names), "\x1f".join(queues))
+            for w, n, names, queues in workers
+        ]
+        with self._lock:
+            self._conn.execute("begin")
+            self._conn.executemany(
+                "insert into workers values (?, ?, ?, ?, ?, ?) on conflict (worker_id) do "
+                "update set at_ms = excluded.at_ms, tasks = excluded.tasks, "
+                "names = excluded.names, queues = excluded.queues",
+                rows,
+            )
+            self._conn.execute("commit")
+
+    def workers_seen(self, *, limit: int = 500) -> list[SeenWorker]:
+        """Workers seen, the most recently seen first."""
+        with self._lock:
+            rows = self._conn.execute(
+                "select worker_id, first_seen_ms, at_ms, tasks, names, queues from workers "
+                "order by at_ms desc, worker_id limit ?",
+                (limit,),
+            ).fetchall()
+        return [
+            SeenWorker(
+                w,
+                int(f),
+                int(a),
+                int(n),
+                tuple(filter(None, names.split("\x1f"))),
+                tuple(filter(None, queues.split("\x1f"))),
+            )
+            for w, f, a, n, names, queues in rows
+        ]
+
     def audit(self, entry: AuditEntry) -> None:
         with self._lock:
             self._conn.execute(
@@ -157,7 +213,7 @@ class HistoryFile:
         cutoff = now_ms - self.max_age_ms
         deleted = 0
         with self._lock:
-            for table in ("samples", "failures", "audit"):
+            for table in ("samples", "failures", "audit", "workers"):
                 cur = self._conn.execute(f"delete from {table} where at_ms < ?", (cutoff,))
                 deleted += cur.rowcount
             while self._size() > self.max_bytes:

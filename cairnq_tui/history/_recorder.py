@@ -86,12 +86,17 @@ class Recorder:
             self.failures_since = last if last is not None else since
         elif self.failures_since is None:
             self.failures_since = since
+        workers = [
+            (w.worker_id, w.tasks, w.names, w.queues)
+            for w in await self.inspector.workers()
+            if w.worker_id is not None
+        ]
         failures.extend(self._noted.values())
         self._noted.clear()
         prune = now - self._pruned_at >= PRUNE_EVERY_MS
         if prune:
             self._pruned_at = now
-        new = await asyncio.to_thread(self._write, now, rows, failures, prune)
+        new = await asyncio.to_thread(self._write, now, rows, failures, workers, prune)
         self.samples += 1
         return new
 
@@ -100,9 +105,11 @@ class Recorder:
         now: int,
         rows: list[tuple[str, str, str, int]],
         failures: list[SeenFailure],
+        workers: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]],
         prune: bool,
     ) -> int:
         self.history.record_counts(now, rows)
+        self.history.record_workers(now, workers)
         new = self.history.record_failures(now, failures)
         if prune:
             self.history.prune(now)

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from console_states import NOW, demo_app, settle
+from console_states import NOW, demo_app, demo_rows, settle
 from triage_console_support import DIALECTS, Shared, shared_db
 
 from cairnq_tui.history import (
@@ -210,7 +210,9 @@ async def test_console_keeps_a_history_file_and_audits_its_writes(demo_db: Path)
                 break
             await pilot.pause(0.05)
         assert history.file.counts()["samples"] == 3 * 5  # 3 queues, 5 statuses
-        assert history.file.counts()["failures"] == 1  # the demo's failed charge
+        # The demo's failed charge (the retrying one too, once the Tasks view drew it).
+        rows, _ = demo_rows()
+        assert [a.error_type for a in history.file.attempts(rows[6]["id"])] == ["CardDeclined"]
         view = app.screen.query_one(TasksView)
         queued = next(r for r in view.page.rows if r.status == "queued")  # type: ignore[union-attr]
         view.table.move_cursor(row=view.table.row_keys().index(queued.id))

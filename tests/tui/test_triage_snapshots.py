@@ -61,3 +61,8 @@ def test_audit_snapshot(
 def test_metrics_snapshot(snap_compare: Any, triage_db: Path) -> None:
     app = demo_app(triage_db)
     assert snap_compare(app, terminal_size=SNAPSHOT_SIZE, run_before=opened("Metrics"))
+
+
+def test_workers_snapshot(snap_compare: Any, triage_db: Path) -> None:
+    app = demo_app(triage_db)
+    assert snap_compare(app, terminal_size=SNAPSHOT_SIZE, run_before=opened("Workers"))
