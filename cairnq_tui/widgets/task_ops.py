@@ -1,4 +1,6 @@
-"""The Tasks view's operator keys beyond the controls: run now and delay by (writes,
+"""The Tasks view's operator keys beyond the controls: the order (``s`` cycles the
+time sorted by, ``S`` flips the direction) and time range (``t``: last 15 m, 1 h,
+24 h, a custom range, any time) of the list; run now and delay by (writes,
 through ``ScheduleControls``), copy a task's id or JSON to the clipboard, and export
 the filtered list to JSON lines or CSV.
 
@@ -21,10 +23,35 @@ from textual import work
 from cairnq_tui.controls_schedule import ScheduleControls
 from cairnq_tui.formatting import clean
 from cairnq_tui.screens.prompt import PromptScreen
-from engine.inspection import Inspector, TaskFilter, TaskSummary
+from engine.inspection import Inspector, TaskFilter, TaskSummary, parse_duration
 
 if TYPE_CHECKING:
     from cairnq_tui.ports import Console
+
+#: What ``t`` cycles through: (label, how far back in ms; None = any time).
+TIME_RANGES: list[tuple[str, int | None]] = [
+    ("any time", None),
+    ("last 15m", 900_000),
+    ("last 1h", 3_600_000),
+    ("last 24h", 86_400_000),
+]
+SORT_ORDER = ("created", "due", "updated", "completed")
+
+
+def parse_range(text: str) -> tuple[int, int | None]:
+    """``"3h"`` (from 3 h ago until now) or ``"6h..2h"`` (from 6 h ago until 2 h ago)
+    -> (ms back to the start, ms back to the end or None).
+
+    Raises:
+        ValueError: not one or two durations, or a start not before the end.
+    """
+    start, sep, end = text.partition("..")
+    back = parse_duration(start)
+    until = parse_duration(end) if sep else None
+    if until is not None and until >= back:
+        raise ValueError(f"{text!r}: the start ({start.strip()} ago) must be before the end")
+    return back, until
+
 
 #: The most tasks one export writes.
 EXPORT_CAP = 10_000
@@ -69,8 +96,89 @@ class TaskOps:
         console: Console
         filter: TaskFilter
         app: Any
+        cursor_before: str | None
+        cursor_after: str | None
 
         def highlighted(self) -> TaskSummary | None: ...
+
+    #: The list's order and time range (``s``, ``S``, ``t``), applied on every refresh.
+    sort_key: str = "created"
+    sort_descending: bool = True
+    time_range: tuple[str, int, int | None] | None = None  # (label, back ms, until-back ms)
+
+    def with_order(self, flt: TaskFilter) -> TaskFilter:
+        """``flt`` with the chosen order and the time range placed at the clock's now."""
+        now = self.console.clock()
+        since = until = None
+        if self.time_range is not None:
+            _, back, until_back = self.time_range
+            since = now - back
+            until = now - until_back if until_back is not None else None
+        return dataclasses.replace(
+            flt,
+            sort=self.sort_key,  # type: ignore[arg-type]
+            descending=self.sort_descending,
+            since_ms=since,
+            until_ms=until,
+        )
+
+    def order_note(self) -> str:
+        arrow = "newest first" if self.sort_descending else "oldest first"
+        note = f"by {self.sort_key} time, {arrow}"
+        if self.time_range is not None:
+            note += f" · {self.time_range[0]} ({self.sort_key})"
+        return note
+
+    def _reorder(self) -> None:
+        self.filter = self.with_order(self.filter)
+        self.cursor_before = self.cursor_after = None
+        self.console.refresh_now(force=True)
+
+    def action_next_sort(self) -> None:
+        self.sort_key = SORT_ORDER[(SORT_ORDER.index(self.sort_key) + 1) % len(SORT_ORDER)]
+        self._reorder()
+
+    def action_flip_sort(self) -> None:
+        self.sort_descending = not self.sort_descending
+        self._reorder()
+
+    def action_next_time_range(self) -> None:
+        labels = [label for label, _ in TIME_RANGES]
+        current = self.time_range[0] if self.time_range is not None else "any time"
+        index = labels.index(current) + 1 if current in labels else len(labels)
+        if index == len(labels):
+            self._ask_range()
+            return
+        label, back = TIME_RANGES[index]
+        self.time_range = None if back is None else (label, back, None)
+        self._reorder()
+
+    def _ask_range(self) -> None:
+        def got(text: str | None) -> None:
+            if text is None:
+                return
+            if not text.strip():
+                self.time_range = None
+                self._reorder()
+                return
+            try:
+                back, until = parse_range(text)
+            except ValueError as exc:
+                self.app.notify(str(exc), severity="warning", markup=False)
+                return
+            label = f"from {text.split('..')[0].strip()} ago" + (
+                f" to {text.split('..')[1].strip()} ago" if until is not None else ""
+            )
+            self.time_range = (label, back, until)
+            self._reorder()
+
+        self.app.push_screen(
+            PromptScreen(
+                "Time range: how far back (e.g. 3h), or from..to ago (6h..2h); empty = any time",
+                "3h",
+            ),
+            got,
+        )
 
     def _schedule(self) -> ScheduleControls | None:
         controls = self.console.controls

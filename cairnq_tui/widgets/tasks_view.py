@@ -223,12 +223,14 @@ class TasksView(TaskOps, OpensTaskRows, DataView):
         status = self.query_one("#status-filter", Select).value
         queue = self.query_one("#queue-filter", Select).value
         kind = self.query_one("#search-kind", Select).value
-        self.filter = TaskFilter(
-            status=status if isinstance(status, str) else None,
-            queue=queue if isinstance(queue, str) else None,
-            name=self.query_one("#name-filter", Input).value.strip() or None,
-            search=self.query_one("#search", Input).value.strip() or None,
-            search_kind=kind if isinstance(kind, str) else "id",  # type: ignore[arg-type]
+        self.filter = self.with_order(
+            TaskFilter(
+                status=status if isinstance(status, str) else None,
+                queue=queue if isinstance(queue, str) else None,
+                name=self.query_one("#name-filter", Input).value.strip() or None,
+                search=self.query_one("#search", Input).value.strip() or None,
+                search_kind=kind if isinstance(kind, str) else "id",  # type: ignore[arg-type]
+            )
         )
         self.cursor_before = self.cursor_after = None
         self.console.refresh_now(force=True)
@@ -249,7 +251,7 @@ class TasksView(TaskOps, OpensTaskRows, DataView):
 
     def refresh_data(self) -> None:
         self.generation += 1
-        generation, flt = self.generation, self.filter
+        generation, flt = self.generation, self.with_order(self.filter)
         before, after = self.cursor_before, self.cursor_after
         self.start_read(lambda: self.read_page(generation, flt, before, after))
 
@@ -403,6 +405,10 @@ class TasksView(TaskOps, OpensTaskRows, DataView):
             )
         if page.window_note:
             parts.append(page.window_note)
+        if page.order not in ("key", "failure") and (
+            self.sort_key != "created" or not self.sort_descending or self.time_range
+        ):
+            parts.append(self.order_note())
         if self.selected:
             parts.append(f"{len(self.selected)} selected")
         nav = []

@@ -167,3 +167,45 @@ async def test_export_stops_at_its_cap_and_says_so(
     assert (written, capped) == (5, True)
     ids = [json.loads(line)["id"] for line in (tmp_path / "cap.jsonl").read_text().splitlines()]
     assert ids == sorted((r["id"] for r in ROWS), reverse=True)[:5]
+
+
+async def test_sort_keys_and_time_ranges(demo_db: Path) -> None:
+    from console_states import MINUTE, NOW
+    from textual.widgets import Static
+
+    app = demo_app(demo_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        view = view_of(app)
+        await pilot.press("s")  # by due time, newest first
+        await settle(pilot)
+        by_due = sorted(ROWS, key=lambda r: (r["run_at_ms"], r["id"]), reverse=True)
+        assert view.table.row_keys() == [r["id"] for r in by_due]
+        info = str(app.screen.query_one("#tasks-info", Static).render())
+        assert "by due time, newest first" in info
+        await pilot.press("S")  # oldest first
+        await settle(pilot)
+        assert view.table.row_keys() == [r["id"] for r in reversed(by_due)]
+        await pilot.press("s", "s", "s")  # completed, then back to created
+        await settle(pilot)
+        assert view.filter.sort == "created" and not view.filter.descending
+        await pilot.press("S", "t")  # newest first, created in the last 15 minutes
+        await settle(pilot)
+        recent = sorted(
+            (r["id"] for r in ROWS if r["created_at_ms"] >= NOW - 15 * MINUTE), reverse=True
+        )
+        assert view.table.row_keys() == recent
+        assert "last 15m (created)" in str(app.screen.query_one("#tasks-info", Static).render())
+        await pilot.press("t", "t", "t")  # 1h, 24h, then the custom prompt
+        await settle(pilot)
+        await answer_prompt(pilot, "10m..5m")
+        between = sorted(
+            (r["id"] for r in ROWS if NOW - 10 * MINUTE <= r["created_at_ms"] < NOW - 5 * MINUTE),
+            reverse=True,
+        )
+        assert view.table.row_keys() == between
+        await pilot.press("t")
+        await settle(pilot)
+        await answer_prompt(pilot, "2h..5h")  # start after end: refused, range kept
+        assert view.table.row_keys() == between
+        assert view.time_range is not None and view.time_range[0] == "from 10m ago to 5m ago"
