@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from cairnq_tui import __version__
+from cairnq_tui import __version__, ops
 from cairnq_tui.config import ConfigError, apply_to_args, settings_fields
 from cairnq_tui.exits import EXIT_BAD_TARGET, refused
 from cairnq_tui.hosting import HostError, WorkerHost
@@ -106,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         "in the console, on the same database (repeatable)",
     )
     add_serve_parser(commands, launch)
+    ops.add_parsers(commands)
     demo = commands.add_parser(
         "demo",
         help="the console on a fresh database with a demo worker and traffic",
@@ -160,6 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo(args)
+    if args.command in ops.COMMANDS:
+        return ops.run(args)
     if args.command not in ("launch", "serve"):
         parser.print_help()
         return 0 if args.command is None and argv == [] else EXIT_BAD_TARGET
@@ -259,9 +262,7 @@ def start_hosting(host: WorkerHost | None) -> bool:
     return True
 
 
-def run_hosting(
-    app: ConsoleApp | Served, host: WorkerHost | None, *, started: bool = False
-) -> int:
+def run_hosting(app: ConsoleApp | Served, host: WorkerHost | None, *, started: bool = False) -> int:
     """Start the hosted workers (unless ``started``), run the console (or server), then
     shut them down."""
     if not started and not start_hosting(host):
