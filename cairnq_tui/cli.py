@@ -158,7 +158,7 @@ _rate = _number_within(0.1, 5000, "tasks per second")
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = ops.parse_args(parser, argv)
     if args.command == "demo":
         return demo(args)
     if args.command in ops.COMMANDS:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NoReturn
 
 from cairnq_tui.ops import _doctor, _stats, _tasks, _writes
@@ -36,6 +36,10 @@ _EXAMPLES = {
 def example(command: str) -> str:
     """The ``--help`` epilog of ``command``."""
     return f"example:\n  {_EXAMPLES[command]}"
+
+
+#: The subcommands' parsers, by name (for errors found after parsing).
+_PARSERS: dict[str, argparse.ArgumentParser] = {}
 
 
 def _one_line_errors(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +67,21 @@ def add_parsers(commands: Any) -> None:
     _doctor.add_parser(commands, example("doctor"))
     for command in COMMANDS:
         if command in commands.choices:
+            _PARSERS[command] = commands.choices[command]
             _one_line_errors(commands.choices[command])
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, except that task ids may also follow the options
+    (``cancel DSN --schema s ID ID``), which argparse alone does not allow."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        ids = getattr(args, "ids", None)
+        if ids is None or any(word.startswith("-") for word in extra):
+            sub = _PARSERS.get(args.command, parser)
+            sub.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.ids = [*ids, *extra]
+    return args
 
 
 _RUNNERS: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, int]]] = {
