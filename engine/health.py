@@ -48,22 +48,30 @@ class SchemaHealth:
 async def schema_health(store: TaskStore, *, sqlite_path: str | None = None) -> SchemaHealth:
     """Read the catalog of ``store``'s database (``sqlite_path`` for a SQLite file).
 
+    ``store`` need not be connected (a store refuses to connect to a database whose
+    schema differs, and that is when this report matters most): Postgres is read
+    on one session of its own, with the store's settings (schema, read-only).
+
     Raises:
         ValueError: a SQLite store without ``sqlite_path``.
     """
     dialect = store.dialect
     if isinstance(store, PostgresStore):
-        catalog = await store._run(schema_check.read_postgres, write=False)
+        conn = await store._open_session()
+        try:
+            catalog = await schema_check.read_postgres(conn)
+        finally:
+            await conn.close()
     else:
         if sqlite_path is None:
             raise ValueError("sqlite_path is required for a SQLite store")
-        conn = _read_only(sqlite_path)
+        lite = _read_only(sqlite_path)
         try:
-            conn.execute("begin")
-            catalog = schema_check.read_sqlite(conn)
-            conn.execute("rollback")
+            lite.execute("begin")
+            catalog = schema_check.read_sqlite(lite)
+            lite.execute("rollback")
         finally:
-            conn.close()
+            lite.close()
     known = tuple(name for name, _ in migrations(dialect))
     problems = schema_check.differences(catalog, dialect, complete=True)
     ledger = None if catalog.ledger is None else frozenset(catalog.ledger)

@@ -25,6 +25,7 @@ from cairnq_tui.ops._common import (
     opened,
     resolve_target,
 )
+from cairnq_tui.target import make_store
 from engine import health
 from engine._clock import now_ms
 from engine.inspect import Inspector
@@ -317,12 +318,14 @@ async def run(args: argparse.Namespace) -> int:
             checks += await activity_checks(found.inspector, args.stale)
     except BadInput as exc:
         checks.append(Check("open", "FAIL", str(exc), "see the reason; doctor writes nothing"))
-        if not target.is_postgres:
-            try:
-                schema = await _sqlite_schema(target.raw)
-                checks += schema_checks(schema, None) + sqlite_checks(target.raw)
-            except Exception:  # a file that is not a database: the open line says it
-                pass
+        try:
+            store = make_store(target, read_only=True)
+            path = None if target.is_postgres else target.raw
+            checks += schema_checks(await health.schema_health(store, sqlite_path=path), None)
+            if path is not None:
+                checks += sqlite_checks(path)
+        except Exception:  # not a database, or no server: the open line says why
+            pass
     for check in checks:
         if args.json:
             emit_json(asdict(check))
@@ -331,9 +334,3 @@ async def run(args: argparse.Namespace) -> int:
             print(f"{check.status:<4}  {check.check}: {check.detail}{advice}")
     failed = any(c.status == "FAIL" for c in checks)
     return EXIT_FAILED if failed else EXIT_OK
-
-
-async def _sqlite_schema(path: str) -> health.SchemaHealth:
-    from engine import SQLiteStore
-
-    return await health.schema_health(SQLiteStore(path, read_only=True), sqlite_path=path)
