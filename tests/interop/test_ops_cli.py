@@ -427,3 +427,54 @@ def test_every_command_has_help_with_an_example(command: str) -> None:
     result = subprocess.run([str(SCRIPT), command, "--help"], capture_output=True, text=True)
     assert result.returncode == 0
     assert "example:" in result.stdout and f"cairnq-tui {command} " in result.stdout
+
+
+async def _terminal_tasks(path: Path, count: int) -> None:
+    import cairnq
+
+    store = cairnq.SQLiteStore(str(path))
+    await store.connect()
+    try:
+        for i in range(count):
+            await store.submit(name="old", payload={"i": i})
+    finally:
+        await store.close()
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        db.execute("update cairnq_tasks set status = 'succeeded', completed_at_ms = created_at_ms")
+
+
+def _run_with_terminal_stderr(command: list[str]) -> tuple[int, str]:
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=follower, timeout=120)
+    finally:
+        os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the follower side is closed and drained
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    return done.returncode, seen.decode(errors="replace")
+
+
+def test_a_long_purge_shows_progress_only_on_a_terminal(tmp_path: Path) -> None:
+    path = tmp_path / "big.db"
+    asyncio.run(_terminal_tasks(path, 1_500))
+    command = [str(SCRIPT), "purge", str(path), "--older-than", "0", "--yes"]
+    quiet = subprocess.run([*command, "--limit", "600"], capture_output=True, text=True)
+    assert quiet.returncode == 0 and "Purged 600 task(s)." in quiet.stdout
+    assert quiet.stderr == ""  # not a terminal: no progress line
+    status, stderr = _run_with_terminal_stderr([*command, "--limit", "10000"])
+    assert status == 0
+    assert "purged 900 of 900" in stderr or "purged 900" in stderr, stderr
+    assert "\r" in stderr
