@@ -26,11 +26,11 @@ from textual.worker import WorkerState
 from cairnq_tui import keymap
 from cairnq_tui.clock import Clock, system_clock
 from cairnq_tui.commands import ConsoleCommands
-from cairnq_tui.console import Console
 from cairnq_tui.controls import Controls
 from cairnq_tui.formatting import clean
 from cairnq_tui.hosting import WorkerHost
 from cairnq_tui.messages import ControlFinished, DatabaseWoke, DataMessage, StoreConnected
+from cairnq_tui.ports import Console
 from cairnq_tui.screens.detail import TaskDetailScreen
 from cairnq_tui.screens.help import HelpScreen
 from cairnq_tui.screens.main import MainScreen
@@ -38,10 +38,10 @@ from cairnq_tui.settings import (
     Settings as Settings,  # (re-exported: tests and benches import it here)
 )
 from cairnq_tui.switching import GuardedControls, TargetCommands, pick_target
-from cairnq_tui.widgets.console_node import DataNode
 from cairnq_tui.widgets.status_bar import StatusBar
+from cairnq_tui.widgets.view_bases import DataNode
 from engine import CairnQ, TaskStore, WatchSignal, active_waits
-from engine.inspect import Inspector
+from engine.inspection import Inspector
 from engine.snapshots import WaitSnapshot
 from engine.store import redact_dsn
 

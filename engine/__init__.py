@@ -3,7 +3,7 @@
 The top level holds the cairnq Python SDK's names, so ``from cairnq import ...``
 can become ``from engine import ...``, plus the engine's own errors and
 ``__version__``. What goes beyond the SDK lives in modules of its own:
-``engine.inspect`` (the read-only ``Inspector`` and its types) and
+``engine.inspection`` (the read-only ``Inspector`` and its types) and
 ``engine.snapshots`` (frozen views of workers and waits in this process).
 """
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -17,6 +18,23 @@ import orjson
 from engine._errors import SerializationError
 
 _SCALARS = (str, int, type(None))
+
+
+@dataclass(frozen=True, slots=True)
+class UndecodableJSON:
+    """A stored JSON column the engine cannot decode, as inspection reads show it.
+
+    Inspection reads (``engine.inspect.Inspector``, ``get`` and the other row
+    reads a console makes) put this in place of the decoded value, so one bad row
+    never stops a page of good ones from being shown.
+    """
+
+    #: The column's raw text, exactly as stored.
+    text: str
+    #: Why it cannot be decoded, in words (e.g. "nested deeper than 1000 levels").
+    reason: str
+
+
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 

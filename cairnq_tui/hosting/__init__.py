@@ -14,7 +14,6 @@ from cairnq_tui.hosting._host import (
     WorkerHost,
 )
 from cairnq_tui.hosting._load import HostError, WorkerSpec
-from cairnq_tui.hosting._why import hosted_reasons
 
 __all__ = [
     "DEFAULT_GRACE_S",
@@ -24,5 +23,4 @@ __all__ = [
     "HostedWorker",
     "WorkerHost",
     "WorkerSpec",
-    "hosted_reasons",
 ]

@@ -26,7 +26,7 @@ from cairnq_tui.config import ConfigError, NamedTarget, resolve
 from cairnq_tui.formatting import clean, parse_duration_ms
 from cairnq_tui.target import Target, TargetError, check_target, make_store, parse_target
 from engine import CairnQ, TaskStore
-from engine.inspect import Inspector, describe_sqlite_file
+from engine.inspection import Inspector, describe_sqlite_file
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -28,7 +28,7 @@ from cairnq_tui.ops._common import (
 from cairnq_tui.target import make_store
 from engine import health
 from engine._clock import now_ms
-from engine.inspect import Inspector
+from engine.inspection import Inspector
 
 CLOCK_SKEW_WARN_MS = 1_000
 WAL_WARN_BYTES = 256 * 2**20

@@ -21,7 +21,7 @@ from cairnq_tui.ops._common import (
     table,
 )
 from engine import STATUSES
-from engine.inspect import DEFAULT_COUNT_CAP, CappedCount, Inspector, TaskFilter
+from engine.inspection import DEFAULT_COUNT_CAP, CappedCount, Inspector, TaskFilter
 
 HOUR_MS = 3_600_000
 

@@ -22,7 +22,7 @@ from cairnq_tui.ops._common import (
     table,
 )
 from engine import STATUSES, Task
-from engine.inspect import SearchKind, TaskFilter, TaskSummary
+from engine.inspection import SearchKind, TaskFilter, TaskSummary
 
 #: Rows read per page while listing.
 PAGE = 500

@@ -24,8 +24,8 @@ from cairnq_tui import keymap
 from cairnq_tui.formatting import clean, duration
 from cairnq_tui.hosting import HostedStatus, HostedWorker, HostError, WorkerHost
 from cairnq_tui.messages import DataMessage
-from cairnq_tui.widgets.console_node import DataView
-from engine.inspect import CappedCount, TaskFilter
+from cairnq_tui.widgets.view_bases import DataView
+from engine.inspection import CappedCount, TaskFilter
 from engine.snapshots import WaitSnapshot, WorkerSnapshot
 
 #: Backlog counts stop here (a count must never scan a whole table).

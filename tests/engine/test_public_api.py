@@ -1,4 +1,4 @@
-"""The public surface, pinned: what ``engine``, ``engine.inspect``, ``engine.snapshots``
+"""The public surface, pinned: what ``engine``, ``engine.inspection``, ``engine.snapshots``
 and ``engine.store`` export, and where the version comes from.
 
 A name added to or dropped from a public module shows up here as a failing
@@ -15,7 +15,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import engine
-import engine.inspect
+import engine.inspection
 import engine.snapshots
 import engine.store
 
@@ -99,9 +99,9 @@ def test_engine_exports_the_sdk_names_and_its_own_errors() -> None:
 
 
 def test_introspection_lives_in_its_own_modules() -> None:
-    assert set(engine.inspect.__all__) == INSPECT_ALL
+    assert set(engine.inspection.__all__) == INSPECT_ALL
     assert set(engine.snapshots.__all__) == SNAPSHOTS_ALL
-    for module in (engine.inspect, engine.snapshots):
+    for module in (engine.inspection, engine.snapshots):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"
     # Neither is reachable from the top level any more.

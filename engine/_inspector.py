@@ -11,257 +11,30 @@ The protocol fixes the schema, so the statements are shaped around its indexes
 
 from __future__ import annotations
 
-import os
-import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from engine import _json
 from engine._clock import now_ms
-from engine._models import STATUSES, Task, TaskRef, TaskStatus
+from engine._inspect_search import is_id_tail, normalise_id_prefix, prefix_range
+from engine._inspect_types import (
+    DEFAULT_COUNT_CAP,
+    DEFAULT_PAYLOAD_SCAN,
+    CappedCount,
+    ChildRef,
+    KeyEntry,
+    KeyPage,
+    LeaseInfo,
+    QueueLatency,
+    TaskDetail,
+    TaskFilter,
+    TaskPage,
+    TaskSummary,
+    ThroughputBucket,
+)
+from engine._models import STATUSES
 from engine._rules import status as check_status
 from engine.store._base import TaskStore
-
-SearchKind = Literal["id", "key", "payload"]
-SEARCH_KINDS: tuple[SearchKind, ...] = ("id", "key", "payload")
-
-#: Default ceiling of a count: beyond it the console shows "10,000+".
-DEFAULT_COUNT_CAP = 10_000
-#: How many tasks a payload text search reads per page at most.
-DEFAULT_PAYLOAD_SCAN = 50_000
-_CROCKFORD = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
-
-
-@dataclass(frozen=True, slots=True)
-class CappedCount:
-    """A count that stopped at ``cap``: ``value == cap`` means "at least that many"."""
-
-    value: int
-    cap: int
-
-    @property
-    def at_least(self) -> bool:
-        """True when the real count may be higher than ``value``."""
-        return self.value >= self.cap
-
-    def __str__(self) -> str:
-        return f"{self.value:,}+" if self.at_least else f"{self.value:,}"
-
-
-@dataclass(frozen=True, slots=True)
-class TaskFilter:
-    """What a task page shows: equality filters plus one optional search.
-
-    ``search`` is an id prefix, a key prefix or a payload substring, per
-    ``search_kind``; empty or None means no search.
-    """
-
-    status: str | None = None
-    queue: str | None = None
-    name: str | None = None
-    search: str | None = None
-    search_kind: SearchKind = "id"
-
-    def __post_init__(self) -> None:
-        check_status(self.status)
-        if self.search_kind not in SEARCH_KINDS:
-            raise ValueError(f"unknown search kind {self.search_kind!r}; expected {SEARCH_KINDS}")
-        for what in ("queue", "name", "search"):
-            value = getattr(self, what)
-            if value is not None and not isinstance(value, str):
-                raise ValueError(f"{what} must be a string or None")
-
-    @property
-    def active_search(self) -> str | None:
-        """The search text, or None when there is no search."""
-        return self.search if self.search else None
-
-
-@dataclass(frozen=True, slots=True)
-class TaskSummary:
-    """The light columns of a task row (no JSON), as a table shows them."""
-
-    id: str
-    name: str
-    queue: str
-    status: TaskStatus
-    attempt: int
-    max_attempts: int
-    priority: int
-    worker_id: str | None
-    lease_until_ms: int | None
-    run_at_ms: int
-    cancel_requested_at_ms: int | None
-    progress: float | None
-    message: str | None
-    created_at_ms: int
-    updated_at_ms: int
-    completed_at_ms: int | None
-    key: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TaskPage:
-    """One page of tasks and how to move from it.
-
-    ``order`` is ``"id"`` (newest first) or ``"key"`` (a key search, in key order);
-    ``first_cursor``/``last_cursor`` are the id (or key) of the first and last row.
-    ``total`` is the capped count of every matching task (None for a payload
-    search, which counts only within its scan window).
-    """
-
-    rows: tuple[TaskSummary, ...]
-    order: Literal["id", "key"]
-    has_previous: bool
-    has_next: bool
-    total: CappedCount | None
-    scan_limit: int | None = None
-
-    @property
-    def first_cursor(self) -> str | None:
-        return self._cursor(0)
-
-    @property
-    def last_cursor(self) -> str | None:
-        return self._cursor(-1)
-
-    def _cursor(self, index: int) -> str | None:
-        if not self.rows:
-            return None
-        row = self.rows[index]
-        return row.key if self.order == "key" else row.id
-
-
-@dataclass(frozen=True, slots=True)
-class QueueLatency:
-    """Per queue: ``run_at_ms`` of the oldest due queued task and of the next delayed one."""
-
-    queue: str
-    oldest_due_ms: int | None
-    next_delayed_ms: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class ThroughputBucket:
-    """Tasks of ``queue`` that entered ``status`` during one minute (epoch minute)."""
-
-    queue: str
-    status: str
-    minute: int
-    count: int
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseInfo:
-    """A running task's lease, for the leases view."""
-
-    id: str
-    name: str
-    queue: str
-    worker_id: str | None
-    attempt: int
-    max_attempts: int
-    lease_until_ms: int
-    cancel_requested_at_ms: int | None
-    progress: float | None
-    message: str | None
-    updated_at_ms: int
-
-    @property
-    def status(self) -> TaskStatus:
-        """Always ``"running"``: only running tasks hold a lease."""
-        return "running"
-
-
-@dataclass(frozen=True, slots=True)
-class KeyEntry:
-    """A row of ``cairnq_task_keys`` with the status of the task it points at."""
-
-    key: str
-    task_id: str
-    status: str | None
-    name: str | None
-    queue: str | None
-    created_at_ms: int
-    updated_at_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class KeyPage:
-    """One page of the key table, in key order."""
-
-    rows: tuple[KeyEntry, ...]
-    has_previous: bool
-    has_next: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ChildRef:
-    """A task submitted from another task (its ``parent_id``)."""
-
-    id: str
-    name: str
-    queue: str
-    status: str
-    created_at_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class TaskDetail:
-    """A task with everything around it: its keys, its lineage, its children."""
-
-    task: Task
-    keys: tuple[str, ...]
-    parent: TaskRef | None
-    root: TaskRef | None
-    children: tuple[ChildRef, ...]
-    children_capped: bool = False
-
-
-def prefix_range(prefix: str) -> tuple[str, str | None]:
-    """``[from, to)`` bounds of the strings starting with ``prefix`` (``to`` None = open).
-
-    Binary (SQLite) and C-collation (Postgres) order put every string with the
-    prefix inside these bounds, so a prefix search becomes an index range seek.
-    """
-    stem = prefix
-    while stem:
-        last = ord(stem[-1])
-        if last < 0x10FFFF:
-            return prefix, stem[:-1] + chr(last + 1)
-        stem = stem[:-1]
-    return prefix, None
-
-
-def normalise_id_prefix(text: str) -> str:
-    """An id prefix as stored: ``task_`` + upper-case Crockford digits.
-
-    ``01j9`` and ``TASK_01J9`` both become ``task_01J9``; anything else is kept.
-    """
-    text = text.strip()
-    body = text[5:] if text.lower().startswith("task_") else text
-    if body and set(body.upper()) <= _CROCKFORD:
-        return "task_" + body.upper()
-    return text
-
-
-def is_id_tail(flt: TaskFilter, total: CappedCount | None) -> bool:
-    """True when an id search matched no id prefix but could be the end of one.
-
-    The random part of an id is what people copy from logs; four or more Crockford
-    digits without the ``task_`` prefix are searched inside ids instead.
-    """
-    text = (flt.active_search or "").strip()
-    return (
-        flt.search_kind == "id"
-        and total is not None
-        and total.value == 0
-        and len(text) >= 4
-        and not text.lower().startswith("task_")
-        and set(text.upper()) <= _CROCKFORD
-    )
 
 
 class Inspector:
@@ -675,46 +448,3 @@ def _summary(row: Mapping[str, Any]) -> TaskSummary:
         completed_at_ms=_opt_int(row["completed_at_ms"]),
         key=row.get("key"),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class SQLiteFileKind:
-    """What a path holds, checked read-only before a store opens (and migrates) it.
-
-    ``kind``: ``"missing"``, ``"empty"`` (a zero-byte file), ``"cairnq"`` (has
-    ``cairnq_tasks``), ``"foreign"`` (a SQLite database without it; ``tables``
-    lists what it holds) or ``"not-sqlite"`` (``detail`` says why).
-    """
-
-    kind: Literal["missing", "empty", "cairnq", "foreign", "not-sqlite"]
-    tables: tuple[str, ...] = ()
-    detail: str = ""
-
-
-def describe_sqlite_file(path: str) -> SQLiteFileKind:
-    """Look at ``path`` without writing to it (not even the journal mode).
-
-    A store opened with migrations on would create the cairnq tables in any
-    SQLite file; a console pointed at the wrong file must refuse instead.
-    """
-    file = Path(path)
-    if not file.exists():
-        return SQLiteFileKind("missing")
-    if file.is_dir():
-        return SQLiteFileKind("not-sqlite", detail="it is a directory")
-    if file.stat().st_size == 0:
-        return SQLiteFileKind("empty")
-    if not os.access(file, os.R_OK):
-        return SQLiteFileKind("not-sqlite", detail="permission denied")
-    try:
-        conn = sqlite3.connect(file.resolve().as_uri() + "?mode=ro", uri=True)
-        try:
-            rows = conn.execute(
-                "select name from sqlite_master where type = 'table' order by name"
-            ).fetchall()
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
-        return SQLiteFileKind("not-sqlite", detail=str(exc))
-    tables = tuple(str(r[0]) for r in rows)
-    return SQLiteFileKind("cairnq" if "cairnq_tasks" in tables else "foreign", tables)

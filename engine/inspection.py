@@ -6,25 +6,25 @@ a count cap. The types it answers with live here too, and ``describe_sqlite_file
 tells what a SQLite file is before anything opens it as a store.
 """
 
-from engine._inspect import (
+from engine._inspect_types import (
     DEFAULT_COUNT_CAP,
     SEARCH_KINDS,
     CappedCount,
     ChildRef,
-    Inspector,
     KeyEntry,
     KeyPage,
     LeaseInfo,
     QueueLatency,
     SearchKind,
-    SQLiteFileKind,
     TaskDetail,
     TaskFilter,
     TaskPage,
     TaskSummary,
     ThroughputBucket,
-    describe_sqlite_file,
 )
+from engine._inspector import Inspector
+from engine._json import UndecodableJSON
+from engine._sqlite_file import SQLiteFileKind, describe_sqlite_file
 
 __all__ = [
     "DEFAULT_COUNT_CAP",
@@ -43,5 +43,6 @@ __all__ = [
     "TaskPage",
     "TaskSummary",
     "ThroughputBucket",
+    "UndecodableJSON",
     "describe_sqlite_file",
 ]
