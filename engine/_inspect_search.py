@@ -49,3 +49,15 @@ def is_id_tail(flt: TaskFilter, total: CappedCount | None) -> bool:
         and not text.lower().startswith("task_")
         and set(text.upper()) <= _CROCKFORD
     )
+
+
+def id_at(ms: int) -> str:
+    """The smallest task id minted at epoch millisecond ``ms`` (its 80 random bits zero).
+
+    Ids are ``task_`` + a ULID led by the creation millisecond, so every task
+    created at or after ``ms`` has an id ``>= id_at(ms)``: a creation time range
+    becomes a primary-key range.
+    """
+    value = (min(max(ms, 0), (1 << 48) - 1)) << 80
+    digits = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    return "task_" + "".join(digits[(value >> shift) & 31] for shift in range(125, -1, -5))

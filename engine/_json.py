@@ -24,7 +24,7 @@ _SCALARS = (str, int, type(None))
 class UndecodableJSON:
     """A stored JSON column the engine cannot decode, as inspection reads show it.
 
-    Inspection reads (``engine.inspect.Inspector``, ``get`` and the other row
+    Inspection reads (``engine.inspection.Inspector``, ``get`` and the other row
     reads a console makes) put this in place of the decoded value, so one bad row
     never stops a page of good ones from being shown.
     """

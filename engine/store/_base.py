@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
 from engine import _json, _rules
-from engine._errors import SerializationError, UnsupportedBackend
+from engine._errors import NotQueued, SerializationError, UnsupportedBackend
 from engine._ids import new_task_id
 from engine._models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task, TaskRef
 from engine._sql import Dialect, statement
@@ -410,6 +410,40 @@ class TaskStore(abc.ABC):
 
     @abc.abstractmethod
     async def _retry_by_key(self, key: str, reset_attempt: bool) -> Task | None: ...
+
+    async def run_now(self, task_id: str) -> Task:
+        """Make a queued task due now (an earlier due time is kept); ours, beyond the SDK.
+
+        Raises:
+            NotQueued: the task is running or finished, or there is no such task.
+        """
+        task_id = self._text(task_id, "task_id")
+        return await self._rescheduled(task_id, await self._reschedule("run_now", task_id, {}))
+
+    async def delay(self, task_id: str, delay_ms: int) -> Task:
+        """Push a queued task back by ``delay_ms`` from its due time (or from now if due).
+
+        Raises:
+            ValueError: ``delay_ms`` not a positive integer.
+            NotQueued: the task is running or finished, or there is no such task.
+        """
+        task_id = self._text(task_id, "task_id")
+        _rules.integer(delay_ms, "delay_ms", minimum=1)
+        task = await self._reschedule("delay", task_id, {"delay_ms": delay_ms})
+        return await self._rescheduled(task_id, task)
+
+    async def _rescheduled(self, task_id: str, task: Task | None) -> Task:
+        if task is None:
+            ref = await self.get_status(task_id)
+            raise NotQueued(task_id, None if ref is None else ref.status)
+        self._after_write(task)
+        return task
+
+    @abc.abstractmethod
+    async def _reschedule(
+        self, statement: str, task_id: str, params: dict[str, Any]
+    ) -> Task | None:
+        """Run ``run_now`` or ``delay`` on a queued task; None if it is not queued."""
 
     async def purge(
         self,

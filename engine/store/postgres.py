@@ -637,6 +637,11 @@ class PostgresStore(TaskStore):
     async def _retry(self, task_id: str, reset_attempt: bool) -> Task | None:
         return await self._one("retry", {"id": task_id, "reset_attempt": reset_attempt}, write=True)
 
+    async def _reschedule(
+        self, statement: str, task_id: str, params: dict[str, Any]
+    ) -> Task | None:
+        return await self._one(statement, {"id": task_id, **params}, write=True)
+
     async def _by_key(self, key: str, name: str, params: Mapping[str, Any]) -> Task | None:
         """lock_key, get_key, then ``name`` on the task the key points at."""
 

@@ -819,6 +819,13 @@ class SQLiteStore(TaskStore):
         _, rows = await self._write(_sql("retry"), params)
         return _first_task(rows)
 
+    async def _reschedule(
+        self, statement: str, task_id: str, params: dict[str, Any]
+    ) -> Task | None:
+        self._check_writable(statement)
+        _, rows = await self._write(_sql(statement), {"id": task_id, **params})
+        return _first_task(rows)
+
     async def _by_key(self, key: str, name: str, extra: dict[str, Any]) -> Task | None:
         """lock_key, get_key, then one statement on the task, in one transaction."""
         self._check_writable(name)

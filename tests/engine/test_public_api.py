@@ -22,7 +22,7 @@ import engine.store
 REPO = Path(__file__).resolve().parents[2]
 
 # The cairnq Python SDK's names (errors included), plus the engine's own
-# StoreUnavailable and __version__, and active_waits (the process's wait registry).
+# StoreUnavailable, NotQueued and __version__, and active_waits (the process's wait registry).
 ENGINE_ALL = {
     "AlreadyExists",
     "CONFLICTS",
@@ -30,6 +30,7 @@ ENGINE_ALL = {
     "CairnQError",
     "Conflict",
     "LostLease",
+    "NotQueued",
     "PostgresStore",
     "ProtocolVersionMismatch",
     "QueueFull",
@@ -61,22 +62,38 @@ ENGINE_ALL = {
 
 INSPECT_ALL = {
     "DEFAULT_COUNT_CAP",
+    "DEFAULT_ERROR_WINDOW",
+    "DEFAULT_METRICS_CAP",
     "SEARCH_KINDS",
+    "SORT_KEYS",
+    "WINDOWS",
     "CappedCount",
     "ChildRef",
+    "FailureGroup",
+    "FailureGroups",
+    "FailureSelection",
     "Inspector",
     "KeyEntry",
     "KeyPage",
+    "Latency",
     "LeaseInfo",
+    "MetricSeries",
+    "Metrics",
+    "PageOrder",
     "QueueLatency",
     "SQLiteFileKind",
     "SearchKind",
+    "SortKey",
     "TaskDetail",
     "TaskFilter",
     "TaskPage",
     "TaskSummary",
     "ThroughputBucket",
+    "UndecodableJSON",
+    "WorkerLeases",
     "describe_sqlite_file",
+    "mask_message",
+    "parse_duration",
 }
 
 SNAPSHOTS_ALL = {
