@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from engine import AlreadyExists, CairnQ, Task, TaskRef
+from engine.inspection import Inspector, TaskFilter
 
 #: The most tasks one "all matching" cancel or retry touches.
 BULK_CAP = 1_000
@@ -75,6 +76,17 @@ class PurgeRule:
             raise ValueError(
                 f"a purge deletes terminal tasks: status must be one of {', '.join(TERMINAL)}"
             )
+
+
+async def purgeable_ids(inspector: Inspector, rule: PurgeRule, *, cap: int) -> list[str]:
+    """Ids of up to ``cap`` tasks ``rule`` would delete now, the latest completed first
+    (what a dry run lists; ``Inspector.count_purgeable`` counts the same rows)."""
+    cutoff = inspector.clock() - rule.older_than_ms
+    flt = TaskFilter(
+        status=rule.status, queue=rule.queue, name=rule.name, sort="completed", until_ms=cutoff
+    )
+    wanted = (rule.status,) if rule.status else TERMINAL
+    return await inspector.matching_ids(flt, statuses=wanted, cap=cap)
 
 
 async def purge(

@@ -14,8 +14,9 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NoReturn
 
-from cairnq_tui.ops import _doctor, _stats, _tasks, _writes
+from cairnq_tui.ops import _doctor, _failures, _stats, _tasks, _writes
 from cairnq_tui.ops._common import EXIT_BAD_INPUT, EXIT_FAILED, BadInput, Refused
+from engine.store import redact_dsn
 
 COMMANDS = ("tasks", "show", "submit", "cancel", "retry", "purge", "stats", "failures", "doctor")
 
@@ -64,6 +65,7 @@ def add_parsers(commands: Any) -> None:
         _writes.add_bulk_parser(commands, verb, example(verb))
     _writes.add_purge_parser(commands, example("purge"))
     _stats.add_parser(commands, example("stats"))
+    _failures.add_parser(commands, example("failures"))
     _doctor.add_parser(commands, example("doctor"))
     for command in COMMANDS:
         if command in commands.choices:
@@ -73,8 +75,14 @@ def add_parsers(commands: Any) -> None:
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """``parser.parse_args``, except that task ids may also follow the options
-    (``cancel DSN --schema s ID ID``), which argparse alone does not allow."""
-    args, extra = parser.parse_known_args(argv)
+    (``cancel DSN --schema s ID ID``) and ``--sort -created`` means descending,
+    which argparse alone does not allow."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    # "--sort -completed": argparse would take "-completed" for an option.
+    for i in range(len(words) - 1, 0, -1):
+        if words[i - 1] == "--sort" and words[i].startswith("-"):
+            words[i - 1 : i + 1] = [f"--sort={words[i]}"]
+    args, extra = parser.parse_known_args(words)
     if extra:
         ids = getattr(args, "ids", None)
         if ids is None or any(word.startswith("-") for word in extra):
@@ -92,6 +100,7 @@ _RUNNERS: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, int]]] = 
     "retry": _writes.run_bulk,
     "purge": _writes.run_purge,
     "stats": _stats.run,
+    "failures": _failures.run,
     "doctor": _doctor.run,
 }
 
@@ -108,3 +117,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # never a traceback: the failure in one line, no password
+        print(
+            f"cairnq-tui: {args.command} failed: {type(exc).__name__}: {redact_dsn(str(exc))}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED

@@ -10,7 +10,7 @@ backlogs through the console's ``Inspector`` reads.
 from __future__ import annotations
 
 import argparse
-from collections import defaultdict
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -27,7 +27,6 @@ from cairnq_tui.ops._common import (
 )
 from cairnq_tui.target import make_store
 from engine import health
-from engine._clock import now_ms
 from engine.inspection import Inspector
 
 CLOCK_SKEW_WARN_MS = 1_000
@@ -233,47 +232,47 @@ def server_checks(server: health.ServerHealth) -> list[Check]:
 
 
 async def activity_checks(inspector: Inspector, stale_ms: int) -> list[Check]:
+    """Leases and backlogs, from the console's Workers and Queues reads."""
     now = inspector.clock()
-    running = await inspector.running(limit=1000)
-    live_by_worker: dict[str | None, int] = defaultdict(int)
-    for lease in running:
-        if lease.lease_until_ms > now:
-            live_by_worker[lease.worker_id] += 1
-    expired = [lease for lease in running if lease.lease_until_ms <= now]
-    orphaned = [lease for lease in expired if not live_by_worker.get(lease.worker_id)]
-    stuck = [lease for lease in expired if live_by_worker.get(lease.worker_id)]
+    workers = await inspector.workers()
+    # A worker whose every lease ran out is gone: its tasks wait for recovery. One
+    # that still renews others is alive, and the expired ones ran past their lease.
+    gone = [w for w in workers if w.stopped_heartbeating]
+    alive = [w for w in workers if w.expired_task_ids and not w.stopped_heartbeating]
     out: list[Check] = []
-    if orphaned:
-        oldest = now - min(lease.lease_until_ms for lease in orphaned)
-        queues = ", ".join(sorted({lease.queue for lease in orphaned}))
+    if gone:
+        waiting = sum(len(w.expired_task_ids) for w in gone)
+        oldest = -min(w.shortest_lease_left_ms for w in gone)
+        queues = ", ".join(sorted({q for w in gone for q in w.queues}))
         out.append(
             Check(
                 "expired leases",
                 "WARN",
-                f"{len(orphaned)} running task(s) whose lease expired (oldest {duration(oldest)} "
+                f"{waiting} running task(s) whose lease expired (oldest {duration(oldest)} "
                 f"ago; queues {queues}) wait for recovery",
                 "any cairnq worker recovers every expired lease when it next claims: start one",
             )
         )
     else:
         out.append(Check("expired leases", "OK", "none waiting for recovery"))
-    if stuck:
-        workers = ", ".join(sorted({str(lease.worker_id) for lease in stuck}))
+    if alive:
+        stuck = sum(len(w.expired_task_ids) for w in alive)
+        names = ", ".join(sorted(str(w.worker_id) for w in alive))
         out.append(
             Check(
                 "past their lease",
                 "WARN",
-                f"{len(stuck)} task(s) still running past their lease while their worker "
-                f"({workers}) holds live leases: their heartbeats stopped",
-                "look for a stuck or blocking handler in that worker; the task will run again "
+                f"{stuck} task(s) still running past their lease while their worker "
+                f"({names}) renews its others: their heartbeats stopped",
+                "look for a stuck or blocking handler in that worker; the task runs again "
                 "after recovery",
             )
         )
     else:
         out.append(Check("past their lease", "OK", "no task runs past its lease"))
+    busy = {q for w in workers if len(w.expired_task_ids) < w.tasks for q in w.queues}
     latency = await inspector.queue_latency()
     recent = await inspector.recent_finished(window_ms=max(stale_ms, 1))
-    busy = {lease.queue for lease in running if lease.lease_until_ms > now}
     stalled = []
     for queue, due in sorted(latency.items()):
         if due.oldest_due_ms is None or now - due.oldest_due_ms < stale_ms:
@@ -309,7 +308,9 @@ async def run(args: argparse.Namespace) -> int:
             server = await health.server_health(found.store)
             if server is not None:
                 skew = server.skew_ms
-                found.inspector.clock = lambda: now_ms() + skew  # the clock leases use
+                found.inspector.clock = lambda: (
+                    int(time.time() * 1000) + skew
+                )  # the clock leases use
             schema = await health.schema_health(
                 found.store, sqlite_path=None if target.is_postgres else target.raw
             )

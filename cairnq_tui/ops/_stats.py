@@ -3,7 +3,8 @@
 Built from the console's Queues view reads: ``Inspector.queue_counts`` (per
 queue), ``Inspector.count_tasks`` per name within a queue (index-backed, capped
 like every count of the console), ``Inspector.queue_latency`` (the oldest due
-queued task) and ``Inspector.recent_finished`` (failures over the last hour).
+queued task), ``Inspector.recent_finished`` (a queue's failures over the last
+hour) and ``Inspector.metrics`` (a name's).
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ async def collect(inspector: Inspector, cap: int) -> list[dict[str, Any]]:
     latency = await inspector.queue_latency()
     failed = await inspector.recent_finished(window_ms=HOUR_MS)
     names = await inspector.names()
+    # The Metrics view's read: per queue and name, what finished in the last hour.
+    history = await inspector.metrics(window_ms=HOUR_MS, buckets=1)
+    failed_by_name = {(m.queue, m.name): sum(m.failed) for m in history.series}
     records: list[dict[str, Any]] = []
     for queue, counts in per_queue.items():
         due = latency.get(queue)
@@ -77,7 +81,8 @@ async def collect(inspector: Inspector, cap: int) -> list[dict[str, Any]]:
             _record(queue, None, counts, cap, oldest, now, failed.get(queue, {}).get("failed", 0))
         )
         for name, by_status in (await _per_name(inspector, queue, names, cap)).items():
-            records.append(_record(queue, name, by_status, cap, None, now, None))
+            last_hour = failed_by_name.get((queue, name), 0)
+            records.append(_record(queue, name, by_status, cap, None, now, last_hour))
     return records
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from dataclasses import replace
 from typing import Any
 
+from cairnq_tui.formatting import duration
 from cairnq_tui.ops._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -22,7 +24,7 @@ from cairnq_tui.ops._common import (
     table,
 )
 from engine import STATUSES, Task
-from engine.inspection import SearchKind, TaskFilter, TaskSummary
+from engine.inspection import SORT_KEYS, SearchKind, TaskFilter, TaskSummary, parse_duration
 
 #: Rows read per page while listing.
 PAGE = 500
@@ -37,53 +39,118 @@ def add_filter_arguments(parser: argparse.ArgumentParser, *, statuses: tuple[str
         "--key", metavar="PREFIX", help="tasks a key starting with PREFIX points at"
     )
     parser.add_argument("--id", metavar="PREFIX", help="tasks whose id starts with PREFIX")
+    parser.add_argument(
+        "--error",
+        metavar="TEXT",
+        help="failed (and retrying) tasks whose error type or message contains TEXT "
+        "(searches the newest 100,000 failures, like the console)",
+    )
+    parser.add_argument(
+        "--since",
+        type=_since,
+        metavar="AGE",
+        help="only tasks whose --sort time (default: created) is within the last AGE "
+        "(15m, 24h, 7d)",
+    )
+    parser.add_argument(
+        "--sort",
+        type=_sort,
+        default=("created", True),
+        metavar="[-]created|due|updated|completed",
+        help="order by this time; a leading - for newest first (default -created)",
+    )
+
+
+def _since(text: str) -> int:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _sort(text: str) -> tuple[str, bool]:
+    key = text.removeprefix("-")
+    if key not in SORT_KEYS:
+        raise argparse.ArgumentTypeError(
+            f"unknown sort {text!r}: one of {', '.join(SORT_KEYS)}, '-' in front for descending"
+        )
+    return key, text.startswith("-")
+
+
+#: The row time each sort orders by (the table shows it).
+_TIME_COLUMNS = {
+    "created": "created_at_ms",
+    "due": "run_at_ms",
+    "updated": "updated_at_ms",
+    "completed": "completed_at_ms",
+}
+_SEARCHES: tuple[SearchKind, ...] = ("key", "id", "error")
 
 
 def task_filter(args: argparse.Namespace) -> TaskFilter:
     """The console's ``TaskFilter`` for the filter flags.
 
     Raises:
-        BadInput: more than one of the searches (--key, --id) given.
+        BadInput: more than one of the searches (--key, --id, --error) given.
     """
-    searches = [(kind, getattr(args, kind)) for kind in ("key", "id") if getattr(args, kind)]
+    searches = [(kind, getattr(args, kind)) for kind in _SEARCHES if getattr(args, kind)]
     if len(searches) > 1:
-        raise BadInput("give at most one of --key and --id (the list searches one way at a time)")
+        raise BadInput("give one of --key, --id and --error (the list searches one way at a time)")
     kind: SearchKind = "id"
     text = None
     if searches:
-        kind, text = ("key" if searches[0][0] == "key" else "id"), searches[0][1]
+        kind, text = searches[0]
+    sort, descending = args.sort
+    since = None if args.since is None else int(time.time() * 1000) - args.since
     try:
         return TaskFilter(
-            status=args.status, queue=args.queue, name=args.name, search=text, search_kind=kind
+            status=args.status,
+            queue=args.queue,
+            name=args.name,
+            search=text,
+            search_kind=kind,
+            sort=sort,
+            descending=descending,
+            since_ms=since,
         )
     except ValueError as exc:
         raise BadInput(str(exc)) from None
 
 
 def has_filter(args: argparse.Namespace) -> bool:
-    return any(getattr(args, k, None) for k in ("status", "queue", "name", "key", "id"))
+    names = ("status", "queue", "name", "key", "id", "error", "since")
+    return any(getattr(args, k, None) for k in names)
 
 
 def describe(args: argparse.Namespace) -> str:
     """The filters in words, for "no task matches …"."""
     parts = [f"{k}={getattr(args, k)!r}" for k in ("status", "queue", "name") if getattr(args, k)]
     parts += [f"{k} prefix {getattr(args, k)!r}" for k in ("key", "id") if getattr(args, k)]
+    if args.error:
+        parts.append(f"error text {args.error!r}")
+    if args.since is not None:
+        parts.append(f"{args.sort[0]} in the last {duration(args.since)}")
     return ", ".join(parts) or "no filter"
 
 
-async def list_tasks(found: Opened, flt: TaskFilter, limit: int) -> list[TaskSummary]:
-    """Up to ``limit`` tasks matching ``flt``, newest first (key order for a key search)."""
+async def list_tasks(
+    found: Opened, flt: TaskFilter, limit: int
+) -> tuple[list[TaskSummary], str | None]:
+    """Up to ``limit`` tasks matching ``flt`` in its order, and what a windowed
+    search covered (None when it read no window)."""
     rows: list[TaskSummary] = []
     cursor: str | None = None
+    note = None
     while len(rows) < limit:
         page = await found.inspector.tasks_page(
             flt, before=cursor, limit=min(PAGE, limit - len(rows)), total=None
         )
         rows.extend(page.rows)
+        note = page.window_note or note
         if not page.has_next:
             break
         cursor = page.last_cursor
-    return rows[:limit]
+    return rows[:limit], note
 
 
 def error_fields(error: Any) -> tuple[str | None, str | None]:
@@ -97,19 +164,7 @@ def error_fields(error: Any) -> tuple[str | None, str | None]:
     )
 
 
-async def errors_of(found: Opened, rows: list[TaskSummary]) -> dict[str, Any]:
-    """The error envelope of each listed task that can have one (failed or retrying)."""
-    out: dict[str, Any] = {}
-    for row in rows:
-        if row.status == "failed" or (row.status == "queued" and row.attempt > 0):
-            task = await found.store.get(row.id)
-            if task is not None and task.error is not None:
-                out[row.id] = task.error
-    return out
-
-
-def summary_json(row: TaskSummary, error: Any) -> dict[str, Any]:
-    kind, message = error_fields(error)
+def summary_json(row: TaskSummary) -> dict[str, Any]:
     return {
         "id": row.id,
         "name": row.name,
@@ -123,8 +178,8 @@ def summary_json(row: TaskSummary, error: Any) -> dict[str, Any]:
         "created_at": iso(row.created_at_ms),
         "updated_at": iso(row.updated_at_ms),
         "completed_at": iso(row.completed_at_ms),
-        "error_type": kind,
-        "error_message": message,
+        "error_type": row.error_type,
+        "error_message": row.error_message,
         "worker_id": row.worker_id,
     }
 
@@ -150,23 +205,22 @@ def add_parser(commands: Any, example: str) -> None:
 async def run_tasks(args: argparse.Namespace) -> int:
     flt = task_filter(args)
     async with opened(args) as found:
-        rows = await list_tasks(found, flt, args.limit)
-        errors = await errors_of(found, rows)
+        rows, note = await list_tasks(found, flt, args.limit)
         keys = await found.inspector.keys_for_tasks([r.id for r in rows if r.key is None])
     rows = [
         r if r.key is not None or r.id not in keys else replace(r, key=keys[r.id][0]) for r in rows
     ]
     if args.json:
         for row in rows:
-            emit_json(summary_json(row, errors.get(row.id)))
+            emit_json(summary_json(row))
         return EXIT_OK
+    searched = f" ({note})" if note else ""
     if not rows:
-        print(f"No task matches ({describe(args)}).")
+        print(f"No task matches ({describe(args)}){searched}.")
         return EXIT_OK
     lines = []
     for row in rows:
-        kind, message = error_fields(errors.get(row.id))
-        error = f"{kind}: {(message or '').splitlines()[0] if message else ''}" if kind else ""
+        error = f"{row.error_type}: {row.error_message or ''}" if row.error_type else ""
         lines.append(
             [
                 row.id,
@@ -174,13 +228,14 @@ async def run_tasks(args: argparse.Namespace) -> int:
                 row.queue,
                 row.status,
                 f"{row.attempt}/{row.max_attempts}",
-                iso(row.created_at_ms) or "",
+                iso(getattr(row, _TIME_COLUMNS[args.sort[0]])) or "",
                 error[:80],
             ]
         )
-    table(["ID", "NAME", "QUEUE", "STATUS", "ATTEMPT", "CREATED", "ERROR"], lines)
+    when = args.sort[0].upper()
+    table(["ID", "NAME", "QUEUE", "STATUS", "ATTEMPT", when, "ERROR"], lines)
     more = " (the --limit; there may be more)" if len(rows) == args.limit else ""
-    print(f"{len(rows)} task(s){more}.")
+    print(f"{len(rows)} task(s){more}{searched}.")
     return EXIT_OK
 
 

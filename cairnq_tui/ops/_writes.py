@@ -289,6 +289,8 @@ async def run_purge(args: argparse.Namespace) -> int:
         capped = f" (capped at --limit {args.limit:,})" if count.at_least else ""
         print(f"{count.value:,} task(s) to purge ({where}){capped}.")
         if args.dry_run:
+            for task_id in await actions.purgeable_ids(found.inspector, rule, cap=args.limit):
+                print(task_id)
             print("Dry run: nothing written.")
             return EXIT_OK
         if not args.yes and not confirm(f"Delete {count.value:,} task(s) for good?"):

@@ -85,7 +85,8 @@ async def test_tasks_lists_what_the_peer_wrote(backend: Backend) -> None:
     assert keyed["created_at"].endswith("Z") and keyed["completed_at"] is None
     broken = lines[ids["broken"]]
     assert (broken["status"], broken["error_type"]) == ("failed", "SmtpTimeout")
-    assert broken["error_message"] == ERROR["message"] and broken["worker_id"] == "w1"
+    # The list carries the message's first line, as the console's list does.
+    assert broken["error_message"] == "timed out after 30s" and broken["worker_id"] == "w1"
     assert lines[ids["done"]]["error_type"] is None
     expected_fields = {
         "id",
@@ -116,6 +117,26 @@ async def test_tasks_lists_what_the_peer_wrote(backend: Backend) -> None:
     assert [t["id"] for t in by_id] == [ids["resize"]]
     two = json_lines(cli(backend, "tasks", "--queue", "emails", "--limit", "1", "--json").stdout)
     assert [t["id"] for t in two] == [ids["mail2"]]  # newest first
+
+    by_error = cli(backend, "tasks", "--error", "smtptimeout", "--json")
+    assert [t["id"] for t in json_lines(by_error.stdout)] == [ids["broken"]]
+    no_error = cli(backend, "tasks", "--error", "no such text")
+    assert no_error.returncode == 0 and no_error.stdout.startswith("No task matches")
+    assert "searched" in no_error.stdout  # the window read is said
+    oldest = json_lines(cli(backend, "tasks", "--sort", "created", "--json").stdout)
+    assert [t["id"] for t in oldest] == sorted(ids.values())
+    done_first = json_lines(
+        cli(backend, "tasks", "--sort", "-completed", "--since", "1h", "--json").stdout
+    )
+    assert {t["id"] for t in done_first} == {ids["broken"], ids["done"]}
+    assert done_first[0]["completed_at"] >= done_first[1]["completed_at"]
+    assert cli(backend, "tasks", "--since", "1h", "--json", "--sort", "-created").stdout.count(
+        "\n"
+    ) == len(ids)
+    for bad in (["--sort", "name"], ["--since", "soon"], ["--error", "x", "--id", "y"]):
+        result = cli(backend, "tasks", *bad)
+        assert result.returncode == 2, bad
+        assert len(result.stderr.strip().splitlines()) == 1
 
     none = cli(backend, "tasks", "--name", "nobody")
     assert (none.returncode, none.stdout.strip()) == (0, "No task matches (name='nobody').")
@@ -247,6 +268,8 @@ async def test_purge_follows_the_console_cutoff(backend: Backend) -> None:
     ids = await seed(backend)
     dry = cli(backend, "purge", "--older-than", "0", "--dry-run")
     assert dry.returncode == 0 and "2 task(s) to purge" in dry.stdout
+    listed = [line for line in dry.stdout.splitlines() if line.startswith("task_")]
+    assert sorted(listed) == sorted([ids["broken"], ids["done"]])
     young = cli(backend, "purge", "--older-than", "1h", "--yes")
     assert young.returncode == 0 and "nothing to purge" in young.stdout
     only = cli(backend, "purge", "--older-than", "0", "--status", "failed", "--yes")
@@ -271,6 +294,8 @@ async def test_stats_per_queue_and_name(backend: Backend) -> None:
     by = {(r["queue"], r["name"]): r for r in records}
     assert by[("billing", None)]["counts"]["failed"] == 1
     assert by[("billing", None)]["failed_last_hour"] == 1
+    assert by[("billing", "charge")]["failed_last_hour"] == 1
+    assert by[("emails", "send_email")]["failed_last_hour"] == 0
     assert by[("billing", "charge")]["counts"] == {
         "queued": 0,
         "running": 0,
@@ -283,6 +308,41 @@ async def test_stats_per_queue_and_name(backend: Backend) -> None:
     assert by[("billing", None)]["oldest_due_age_s"] is None
     table = cli(backend, "stats")
     assert table.returncode == 0 and "send_email" in table.stdout
+
+
+async def test_failures_are_the_failures_view_groups(backend: Backend) -> None:
+    ids = await seed(backend)
+    peer = backend.peer()
+    await peer.connect()
+    try:
+        for n in (7, 8):
+            task = await peer.submit(name="charge", payload={"n": n}, queue="billing")
+            await peer.claim(queues=["billing"], worker_id="w2", lease_ms=30_000)
+            error = {**ERROR, "message": f"timed out after {n}s"}
+            await peer.fail(task_id=task.id, worker_id="w2", error=error, retryable=False)
+    finally:
+        await peer.close()
+    groups = json_lines(cli(backend, "failures", "--json").stdout)
+    assert len(groups) == 1
+    [group] = groups
+    assert (group["name"], group["error_type"], group["count"]) == ("charge", "SmtpTimeout", 3)
+    assert group["message"] == "timed out after <n>s"
+    assert group["first_seen"] <= group["last_seen"] and group["example_id"] != ids["broken"]
+    assert set(group) == {
+        "name",
+        "error_type",
+        "message",
+        "count",
+        "first_seen",
+        "last_seen",
+        "example_id",
+    }
+    table = cli(backend, "failures", "--since", "all")
+    assert table.returncode == 0 and "timed out after <n>s" in table.stdout
+    empty = cli(backend, "failures", "--since", "1ms")
+    assert empty.returncode == 0 and empty.stdout.startswith("No failures in the window")
+    bad = cli(backend, "failures", "--since", "yesterday")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
 
 
 async def test_doctor_on_a_healthy_and_on_a_damaged_database(backend: Backend) -> None:
@@ -421,7 +481,8 @@ def test_missing_targets_are_bad_input(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "command", ["tasks", "show", "submit", "cancel", "retry", "purge", "stats", "doctor"]
+    "command",
+    ["tasks", "show", "submit", "cancel", "retry", "purge", "stats", "failures", "doctor"],
 )
 def test_every_command_has_help_with_an_example(command: str) -> None:
     result = subprocess.run([str(SCRIPT), command, "--help"], capture_output=True, text=True)
