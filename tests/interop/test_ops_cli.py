@@ -366,18 +366,43 @@ async def test_doctor_on_a_healthy_and_on_a_damaged_database(backend: Backend) -
     assert ("journal mode" in checks) == (backend.dialect == "sqlite")
     assert ("clock" in checks) == (backend.dialect == "postgres")
 
-    # A lease that runs out with nobody left to recover it, and a due task nobody claims.
+    # A worker gone for good (its one lease ran out), a worker alive whose other task's
+    # heartbeats stopped (one lease live, one expired), and a queue nobody claims.
     peer = backend.peer()
     await peer.connect()
     try:
         await peer.claim(queues=["emails"], worker_id="gone", lease_ms=50, limit=1)
+        await peer.claim(queues=["emails"], worker_id="busy", lease_ms=50, limit=1)
+        await peer.claim(queues=["default"], worker_id="busy", lease_ms=60_000, limit=1)
+        await peer.submit(name="report", payload={}, queue="idle")
     finally:
         await peer.close()
     await asyncio.sleep(0.2)
     stale = cli(backend, "doctor", "--stale", "1ms")
     assert stale.returncode == 0, stale.stdout
     assert "WARN  expired leases: 1 running task(s)" in stale.stdout
-    assert "WARN  unclaimed queues: due tasks nobody claims: default" in stale.stdout
+    assert "WARN  past their lease: 1 task(s) still running past their lease" in stale.stdout
+    assert "(busy)" in stale.stdout
+    assert "WARN  unclaimed queues: due tasks nobody claims: idle" in stale.stdout
+    assert "OK    unclaimed queues" not in stale.stdout
+
+    if backend.dialect == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(backend.location) as db:
+            db.execute("delete from cairnq_migrations where name = '0009_purge_queue_index.sql'")
+    else:
+        import psycopg
+
+        with psycopg.connect(backend.location, autocommit=True) as conn:
+            conn.execute(
+                f'delete from "{backend.schema}".cairnq_migrations '
+                "where name = '0009_purge_queue_index.sql'"
+            )
+    unmigrated = cli(backend, "doctor")
+    assert unmigrated.returncode == 1, unmigrated.stdout
+    assert "FAIL  migrations: 1 of" in unmigrated.stdout
+    assert "0009_purge_queue_index.sql" in unmigrated.stdout
 
     drop = "drop index cairnq_tasks_lease_idx"
     if backend.dialect == "sqlite":
@@ -539,3 +564,15 @@ def test_a_long_purge_shows_progress_only_on_a_terminal(tmp_path: Path) -> None:
     assert status == 0
     assert "purged 900 of 900" in stderr or "purged 900" in stderr, stderr
     assert "\r" in stderr
+
+
+def test_a_password_never_reaches_the_output() -> None:
+    secret = "s3cret-pw"
+    where = f"postgresql://ops:{secret}@127.0.0.1:1/app"
+    for command, status in (("tasks", 2), ("stats", 2), ("doctor", 1)):
+        result = subprocess.run(
+            [str(SCRIPT), command, where], capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == status, (command, result.stderr)
+        assert secret not in result.stdout + result.stderr
+        assert "127.0.0.1" in result.stdout + result.stderr  # it still says where
