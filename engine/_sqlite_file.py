@@ -15,12 +15,20 @@ class SQLiteFileKind:
 
     ``kind``: ``"missing"``, ``"empty"`` (a zero-byte file), ``"cairnq"`` (has
     ``cairnq_tasks``), ``"foreign"`` (a SQLite database without it; ``tables``
-    lists what it holds) or ``"not-sqlite"`` (``detail`` says why).
+    lists what it holds), ``"locked"`` (another connection holds it, e.g. a
+    rollback-journal database in an exclusive transaction: what it is cannot be
+    read now; opening a store on it raises ``StoreLocked``) or ``"not-sqlite"``
+    (``detail`` says why).
     """
 
-    kind: Literal["missing", "empty", "cairnq", "foreign", "not-sqlite"]
+    kind: Literal["missing", "empty", "cairnq", "foreign", "locked", "not-sqlite"]
     tables: tuple[str, ...] = ()
     detail: str = ""
+
+
+#: How long ``describe_sqlite_file`` waits for another connection's lock.
+_DESCRIBE_WAIT_S = 1.0
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 
 
 def describe_sqlite_file(path: str) -> SQLiteFileKind:
@@ -39,7 +47,9 @@ def describe_sqlite_file(path: str) -> SQLiteFileKind:
     if not os.access(file, os.R_OK):
         return SQLiteFileKind("not-sqlite", detail="permission denied")
     try:
-        conn = sqlite3.connect(file.resolve().as_uri() + "?mode=ro", uri=True)
+        conn = sqlite3.connect(
+            file.resolve().as_uri() + "?mode=ro", uri=True, timeout=_DESCRIBE_WAIT_S
+        )
         try:
             rows = conn.execute(
                 "select name from sqlite_master where type = 'table' order by name"
@@ -47,6 +57,8 @@ def describe_sqlite_file(path: str) -> SQLiteFileKind:
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
+        if exc.sqlite_errorcode & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED):
+            return SQLiteFileKind("locked", detail=str(exc))
         return SQLiteFileKind("not-sqlite", detail=str(exc))
     tables = tuple(str(r[0]) for r in rows)
     return SQLiteFileKind("cairnq" if "cairnq_tasks" in tables else "foreign", tables)
