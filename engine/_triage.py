@@ -66,14 +66,14 @@ def mask_message(text: str) -> str:
 
 async def error_window(inspector: Inspector) -> tuple[int, int]:
     """``(floor_ms, failures)``: where the window of the newest failures starts and
-    how many it holds (at most ``inspector.error_window``)."""
+    how many it holds (at most ``inspector.error_window``). One index read when the
+    window is full (the floor), a capped count when it is not."""
     window = inspector.error_window
     rows = await inspector._read("inspect_failures_floor", {"skip": window - 1})
+    if rows and rows[0]["completed_at_ms"] is not None:
+        return int(rows[0]["completed_at_ms"]), window
     span = await inspector._read("inspect_failures_span", {"cap": window})
-    held = int(span[0]["n"]) if span else 0
-    if not rows or rows[0]["completed_at_ms"] is None:
-        return _MIN_MS, held
-    return int(rows[0]["completed_at_ms"]), held
+    return _MIN_MS, int(span[0]["n"]) if span else 0
 
 
 def _window_note(inspector: Inspector, held: int) -> str:
@@ -251,8 +251,13 @@ async def failure_selection(
         queues.add(str(r["queue"]))
         if len(ids) < limit:
             ids.append(str(r["id"]))
-    span = await inspector._read("inspect_failures_span", {"cap": cap + 1})
-    failed_since = int(span[0]["n"]) if span else 0
+    # Cut short when a failure older than the newest ``cap`` still falls in the window.
+    beyond = await inspector._read("inspect_failures_floor", {"skip": cap})
+    capped = (
+        bool(beyond)
+        and beyond[0]["completed_at_ms"] is not None
+        and (int(beyond[0]["completed_at_ms"]) >= start)
+    )
     return FailureSelection(
         name=name,
         error_type=error_type,
@@ -261,5 +266,5 @@ async def failure_selection(
         count=count,
         task_ids=tuple(ids),
         queues=tuple(sorted(queues)),
-        capped=failed_since > cap,
+        capped=capped,
     )

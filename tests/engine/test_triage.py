@@ -242,7 +242,11 @@ async def test_failure_groups_follow_the_window(shared: Shared) -> None:
     # The oldest failure lands in the first bucket, the newest in the last.
     assert group.buckets[0] == 1 and group.buckets[-1] == 1
     sel = await shared.inspector.failure_selection(group, window_ms=2 * DAY)
-    assert set(sel.task_ids) == {recent, yesterday} and sel.count == 2
+    assert set(sel.task_ids) == {recent, yesterday} and sel.count == 2 and not sel.capped
+    # A cap of 2 holds that window whole, but not everything retained.
+    assert not (await shared.inspector.failure_selection(group, window_ms=2 * DAY, cap=2)).capped
+    cut = await shared.inspector.failure_selection(group, window_ms=None, cap=2)
+    assert cut.capped and cut.count == 2 and set(cut.task_ids) == {recent, yesterday}
     capped = await shared.inspector.failure_groups(window_ms=None, cap=2)
     assert capped.failures_read == 2 and capped.capped
     assert capped.window_note == "grouped the newest 2 failures"
