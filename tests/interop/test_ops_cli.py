@@ -371,13 +371,15 @@ async def test_doctor_on_a_healthy_and_on_a_damaged_database(backend: Backend) -
     peer = backend.peer()
     await peer.connect()
     try:
-        await peer.claim(queues=["emails"], worker_id="gone", lease_ms=50, limit=1)
-        await peer.claim(queues=["emails"], worker_id="busy", lease_ms=50, limit=1)
+        # Every claim first recovers the expired leases: the short ones are taken
+        # last and long enough (3 s) to outlive the claims that follow them.
         await peer.claim(queues=["default"], worker_id="busy", lease_ms=60_000, limit=1)
         await peer.submit(name="report", payload={}, queue="idle")
+        await peer.claim(queues=["emails"], worker_id="gone", lease_ms=3_000, limit=1)
+        await peer.claim(queues=["emails"], worker_id="busy", lease_ms=3_000, limit=1)
     finally:
         await peer.close()
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(3.2)
     stale = cli(backend, "doctor", "--stale", "1ms")
     assert stale.returncode == 0, stale.stdout
     assert "WARN  expired leases: 1 running task(s)" in stale.stdout
