@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from engine import AlreadyExists, CairnQ, Task, TaskRef
+from engine import AlreadyExists, CairnQ, Task
 from engine.inspection import Inspector, TaskFilter
 
 #: The most tasks one "all matching" cancel or retry touches.
@@ -120,21 +120,20 @@ async def purge(
 class Submitted:
     """What a submit did: ``outcome`` is created, reused, replaced or rejected.
 
-    ``task`` is the new or reused task; for a rejected submit it is None and
-    ``holder`` is what the key points at. ``previous`` is the task a replace moved
-    the key away from.
+    ``task`` is the new or reused task (None when rejected). ``holder_id`` and
+    ``holder_status`` name what the key points at for a rejected submit;
+    ``previous`` is the task a replace moved the key away from.
     """
 
     outcome: str
     task: Task | None
-    holder: TaskRef | None = None
-    previous: TaskRef | None = None
+    holder_id: str | None = None
+    holder_status: str | None = None
+    previous: Task | None = None
 
     @property
     def task_id(self) -> str | None:
-        if self.task is not None:
-            return self.task.id
-        return self.holder.id if self.holder is not None else None
+        return self.task.id if self.task is not None else self.holder_id
 
 
 async def submit(
@@ -149,10 +148,10 @@ async def submit(
     delay_ms: int,
     max_attempts: int,
 ) -> Submitted:
-    """Submit one task and say what happened (a reject is an outcome, not an error)."""
-    before = await client.get_status_by_key(key) if key else None
+    """Submit one task through the engine's ``submit_outcome`` (what the console's
+    submit calls) and say what happened; a reject is an outcome, not an error."""
     try:
-        task = await client.submit(
+        done = await client.submit_outcome(
             name,
             payload,
             key=key,
@@ -162,11 +161,6 @@ async def submit(
             delay_ms=delay_ms,
             max_attempts=max_attempts,
         )
-    except AlreadyExists:
-        holder = await client.get_status_by_key(str(key))
-        return Submitted("rejected", None, holder=holder)
-    if before is not None and before.id == task.id:
-        return Submitted("reused", task)
-    if before is not None and conflict == "replace":
-        return Submitted("replaced", task, previous=before)
-    return Submitted("created", task)
+    except AlreadyExists as exc:
+        return Submitted("rejected", None, holder_id=exc.task_id, holder_status=exc.status)
+    return Submitted(done.action, done.task, previous=done.previous)

@@ -23,7 +23,7 @@ from cairnq_tui.screens.confirm import ConfirmScreen
 from cairnq_tui.screens.prompt import PromptScreen
 from cairnq_tui.screens.purge import PurgeRequest, PurgeScreen
 from cairnq_tui.screens.submit import SubmitRequest, SubmitScreen
-from engine import Task, TaskRef
+from engine import AlreadyExists, Task, TaskRef
 from engine.inspection import TaskFilter
 
 
@@ -377,29 +377,29 @@ class Controls:
         )
 
     async def _submit(self, request: SubmitRequest) -> None:
-        done = await actions.submit(
-            self.app.client,
-            request.name,
-            request.payload,
-            key=request.key,
-            conflict=request.conflict,
-            queue=request.queue,
-            priority=request.priority,
-            delay_ms=request.delay_ms,
-            max_attempts=request.max_attempts,
-        )
-        if done.task is None:
-            holder = done.holder
-            held = f"task {holder.id} ({holder.status})" if holder is not None else "a task"
+        # One engine call: the outcome says what happened, the error who holds the key.
+        try:
+            outcome = await self.app.client.submit_outcome(
+                request.name,
+                request.payload,
+                key=request.key,
+                conflict=request.conflict,  # type: ignore[arg-type]
+                queue=request.queue,
+                priority=request.priority,
+                delay_ms=request.delay_ms,
+                max_attempts=request.max_attempts,
+            )
+        except AlreadyExists as exc:
+            held = f"task {exc.task_id} ({exc.status})" if exc.task_id is not None else "a task"
             self._finish(
                 f"Rejected (AlreadyExists): key {quoted(request.key)} already holds {held}; "
                 "nothing written.",
                 "warning",
-                open_task=holder.id if holder is not None else None,
+                open_task=exc.task_id,
             )
             return
-        task = done.task
-        if done.outcome == "reused":
+        task = outcome.task
+        if outcome.action == "reused":
             self._finish(
                 f"Reused the existing task {task.id} ({task.status}) "
                 f"under key {quoted(request.key)}.",
@@ -407,8 +407,8 @@ class Controls:
             )
             return
         moved = f"; key {quoted(request.key)} now points at it" if request.key else ""
-        if done.previous is not None:
-            moved += f" (was {done.previous.id})"
+        if outcome.previous is not None and request.conflict == "replace":
+            moved += f" (was {outcome.previous.id})"
         self._finish(
             f"Submitted new task {task.id}{moved}.",
             open_task=task.id,

@@ -118,7 +118,7 @@ async def run_submit(args: argparse.Namespace) -> int:
 
 def _submit_sentence(done: actions.Submitted, key: str | None) -> str:
     if done.task is None:
-        held = f" by {done.holder.id} ({done.holder.status})" if done.holder else ""
+        held = f" by {done.holder_id} ({done.holder_status})" if done.holder_id else ""
         return f"rejected: key {key!r} is already held{held}; nothing written"
     task = done.task
     if done.outcome == "reused":

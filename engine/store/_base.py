@@ -17,13 +17,21 @@ import contextlib
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from engine import _json, _rules
 from engine._errors import NotQueued, SerializationError, UnsupportedBackend
 from engine._ids import new_task_id
 from engine._json import UndecodableJSON
-from engine._models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task, TaskRef
+from engine._models import (
+    CONFLICTS,
+    LIVE_STATUSES,
+    STATUSES,
+    TERMINAL_STATUSES,
+    SubmitOutcome,
+    Task,
+    TaskRef,
+)
 from engine._sql import Dialect, statement
 from engine.store._signals import Signals, Wake, WatchSignal
 
@@ -259,11 +267,52 @@ class TaskStore(abc.ABC):
     ) -> Task:
         """Insert a task, or resolve a keyed submit by its conflict strategy (§4.3).
 
+        ``submit_outcome`` also says what the submit did.
+
         Raises:
             ValueError: bad arguments (nothing written).
             SerializationError: payload or metadata has no faithful JSON form.
             AlreadyExists: ``conflict="reject"`` and the key holds a task.
             QueueFull: the backpressure gate gave up.
+        """
+        outcome = await self.submit_outcome(
+            name=name,
+            payload=payload,
+            queue=queue,
+            key=key,
+            conflict=conflict,
+            max_attempts=max_attempts,
+            priority=priority,
+            metadata=metadata,
+            parent_id=parent_id,
+            root_id=root_id,
+            correlation_id=correlation_id,
+            delay_ms=delay_ms,
+        )
+        return outcome.task
+
+    async def submit_outcome(
+        self,
+        *,
+        name: str,
+        payload: Any = None,
+        queue: str = "default",
+        key: str | None = None,
+        conflict: str = "reuse",
+        max_attempts: int = 3,
+        priority: int = 0,
+        metadata: Mapping[str, Any] | None = None,
+        parent_id: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+        delay_ms: int = 0,
+    ) -> SubmitOutcome:
+        """``submit``, answering what it did: created, reused or replaced, and the task.
+
+        Raises:
+            ValueError, SerializationError, QueueFull: as ``submit``.
+            AlreadyExists: ``conflict="reject"`` and the key holds a task (its
+                ``task_id`` and ``status`` say which).
         """
         new = self.prepare_submit(
             name=name,
@@ -281,14 +330,20 @@ class TaskStore(abc.ABC):
         )
         if self._gate is not None:
             await self._gate.admit(self, new.queue)
-        task = await self._submit(new)
-        if task.id == new.id:
-            self.signals.queued(task.queue)
-        return task
+        outcome = await self._submit(new)
+        # Settled; now the signals: a queued task, and a holder a replace canceled.
+        if outcome.canceled:
+            self._after_write(outcome.previous)
+        if outcome.action != "reused":
+            self.signals.queued(outcome.task.queue)
+        return outcome
 
     @abc.abstractmethod
-    async def _submit(self, new: NewTask) -> Task:
-        """insert_task, or the keyed transaction; returns the new or reused row."""
+    async def _submit(self, new: NewTask) -> SubmitOutcome:
+        """insert_task, or the keyed transaction deciding by ``keyed_choice``.
+
+        Signals nothing (``submit_outcome`` does, after it).
+        """
 
     # -- reads -----------------------------------------------------------------
 
@@ -960,6 +1015,47 @@ def task_from_values(row: Sequence[Any], *, decoded_json: bool = False) -> Task:
         updated_at_ms=int(updated_at_ms),
         completed_at_ms=_ms(completed_at_ms),
     )
+
+
+KeyedChoice = Literal["reuse", "reject", "insert", "cancel-and-insert"]
+
+
+def keyed_choice(conflict: str, holder_status: str | None) -> KeyedChoice:
+    """The keyed-submit conflict table (§4.3), for both dialects' transactions.
+
+    ``holder_status``: the status of the task the key points at (None: the key
+    is free, or points at a purged task). ``reuse`` hands back a live holder;
+    ``reuse-succeeded`` also a succeeded one; ``reject`` refuses any holder
+    (``AlreadyExists``); ``replace`` cancels a live holder; every other case
+    inserts a new task and moves the key to it.
+    """
+    if holder_status is None:
+        return "insert"
+    if conflict == "reject":
+        return "reject"
+    live = holder_status in LIVE_STATUSES
+    if conflict == "replace":
+        return "cancel-and-insert" if live else "insert"
+    if live or (conflict == "reuse-succeeded" and holder_status == "succeeded"):
+        return "reuse"
+    return "insert"
+
+
+def insert_params(new: NewTask) -> dict[str, Any]:
+    """``insert_task``'s parameters, the same names on both dialects."""
+    return {
+        "id": new.id,
+        "name": new.name,
+        "queue": new.queue,
+        "payload": new.payload_json,
+        "metadata": new.metadata_json,
+        "max_attempts": new.max_attempts,
+        "priority": new.priority,
+        "parent_id": new.parent_id,
+        "root_id": new.root_id,
+        "correlation_id": new.correlation_id,
+        "delay_ms": new.delay_ms,
+    }
 
 
 def undecodable(task: Task) -> bool:

@@ -41,7 +41,7 @@ from engine._errors import (
     StoreClosed,
     StoreUnavailable,
 )
-from engine._models import LIVE_STATUSES, Task, TaskRef, in_claim_order
+from engine._models import SubmitOutcome, Task, TaskRef, in_claim_order
 from engine._redaction import redact_dsn
 from engine._sql import migrations, specialise, statement, to_pyformat
 from engine.store import _schema_check as schema_check
@@ -53,6 +53,8 @@ from engine.store._base import (
     Plan,
     StoreCapabilities,
     TaskStore,
+    insert_params,
+    keyed_choice,
     screen_plan,
     task_from_values,
 )
@@ -527,31 +529,16 @@ class PostgresStore(TaskStore):
 
     # -- submit --------------------------------------------------------------------
 
-    def _insert_params(self, new: NewTask) -> dict[str, Any]:
-        return {
-            "id": new.id,
-            "name": new.name,
-            "queue": new.queue,
-            "payload": new.payload_json,
-            "metadata": new.metadata_json,
-            "max_attempts": new.max_attempts,
-            "priority": new.priority,
-            "parent_id": new.parent_id,
-            "root_id": new.root_id,
-            "correlation_id": new.correlation_id,
-            "delay_ms": new.delay_ms,
-        }
-
-    async def _submit(self, new: NewTask) -> Task:
-        params = self._insert_params(new)
+    async def _submit(self, new: NewTask) -> SubmitOutcome:
+        params = insert_params(new)
         if new.key is None:
             task = await self._grouped(None, params, new.id)
             assert task is not None  # insert ... returning always yields the row
-            return task
+            return SubmitOutcome(task, "created")
         key = new.key
 
-        async def keyed(conn: Conn) -> tuple[Task, Task | None]:
-            canceling = None
+        async def keyed(conn: Conn) -> SubmitOutcome:
+            canceling = inserting = None
             # Pipelined: BEGIN, lock_key and the lookup go out in one round trip,
             # the writes and COMMIT in a second.
             async with conn.pipeline(), conn.transaction():
@@ -559,27 +546,31 @@ class PostgresStore(TaskStore):
                 # get_key + get in one statement: a pointer to a purged task
                 # reads as no row, i.e. a free key (§4.3 step 5).
                 row = await (await conn.execute(_sql("get_by_key"), {"key": key})).fetchone()
-                if row is not None:
-                    existing = self._task(row)
-                    if new.conflict == "reject":
-                        raise AlreadyExists(key)
-                    live = existing.status in LIVE_STATUSES
-                    if live and new.conflict in ("reuse", "reuse-succeeded"):
-                        return existing, None
-                    if existing.status == "succeeded" and new.conflict == "reuse-succeeded":
-                        return existing, None
-                    if live:
-                        canceling = await conn.execute(_sql("cancel"), {"id": existing.id})
-                inserting = await conn.execute(_sql("insert_task"), params)
-                await conn.execute(_sql("upsert_key"), {"key": key, "task_id": new.id})
+                holder = None if row is None else self._task(row)
+                choice = keyed_choice(new.conflict, None if holder is None else holder.status)
+                if choice == "reject":
+                    assert holder is not None
+                    raise AlreadyExists(key, holder.id, holder.status)
+                if choice != "reuse":
+                    if choice == "cancel-and-insert":
+                        assert holder is not None
+                        canceling = await conn.execute(_sql("cancel"), {"id": holder.id})
+                    inserting = await conn.execute(_sql("insert_task"), params)
+                    await conn.execute(_sql("upsert_key"), {"key": key, "task_id": new.id})
+            if inserting is None:
+                assert holder is not None
+                return SubmitOutcome(holder, "reused")
             inserted = await inserting.fetchone()
             assert inserted is not None  # insert ... returning always yields the row
+            task = self._task(inserted)
+            if holder is None:
+                return SubmitOutcome(task, "created")
             canceled = None if canceling is None else await canceling.fetchone()
-            return self._task(inserted), None if canceled is None else self._task(canceled)
+            if canceled is None:
+                return SubmitOutcome(task, "replaced", holder)
+            return SubmitOutcome(task, "replaced", self._task(canceled), canceled=True)
 
-        submitted, replaced = await self._run(keyed, write=True)
-        self._after_write(replaced)
-        return submitted
+        return await self._run(keyed, write=True)
 
     # -- reads ---------------------------------------------------------------------
 

@@ -69,7 +69,7 @@ import aiosqlite
 from engine import _json, _rules
 from engine._clock import now_ms
 from engine._errors import AlreadyExists, LostLease, StoreClosed, StoreLocked, StoreUnavailable
-from engine._models import LIVE_STATUSES, TASK_COLUMNS, Task, TaskRef, in_claim_order
+from engine._models import TASK_COLUMNS, SubmitOutcome, Task, TaskRef, in_claim_order
 from engine._sql import migrations, specialise, statement
 from engine.store import _sqlite_sync as sync
 from engine.store._base import (
@@ -80,6 +80,8 @@ from engine.store._base import (
     Plan,
     StoreCapabilities,
     TaskStore,
+    insert_params,
+    keyed_choice,
     screen_plan,
     task_from_values,
     undecodable,
@@ -703,33 +705,24 @@ class SQLiteStore(TaskStore):
 
     # -- submit ----------------------------------------------------------------------
 
-    async def _submit(self, new: NewTask) -> Task:
+    async def _submit(self, new: NewTask) -> SubmitOutcome:
         self._check_writable("submit")
-        params = {
-            "id": new.id,
-            "name": new.name,
-            "queue": new.queue,
-            "payload": new.payload_json,
-            "metadata": new.metadata_json,
-            "max_attempts": new.max_attempts,
-            "priority": new.priority,
-            "parent_id": new.parent_id,
-            "root_id": new.root_id,
-            "correlation_id": new.correlation_id,
-            "run_at_delay_ms": new.delay_ms,
-        }
+        params = insert_params(new)
         if new.key is None:
             now, _ = await self._write(_sql("insert_task"), params)
-            return self._submitted(new, now)
+            return SubmitOutcome(self._submitted(new, now), "created")
         result = await self._retrying(_keyed_submit, new.key, new.conflict, params)
         if isinstance(result, AlreadyExists):
             raise result
-        kind, row, canceled = result
-        if canceled is not None:
-            self._after_write(_task(canceled))
-        if kind == "existing":
-            return _task(row)
-        return self._submitted(new, row)
+        inserted_at, holder, canceled = result
+        if inserted_at is None:
+            assert holder is not None
+            return SubmitOutcome(_task(holder), "reused")
+        task = self._submitted(new, inserted_at)
+        if holder is None:
+            return SubmitOutcome(task, "created")
+        previous = _task(canceled if canceled is not None else holder)
+        return SubmitOutcome(task, "replaced", previous, canceled=canceled is not None)
 
     @staticmethod
     def _submitted(new: NewTask, now: int) -> Task:
@@ -1270,12 +1263,14 @@ class SQLiteStore(TaskStore):
 
 def _keyed_submit(
     raw: sqlite3.Connection, key: str, conflict: str, params: dict[str, Any]
-) -> tuple[str, Any, tuple[Any, ...] | None] | AlreadyExists:
-    """§4.3 in one ``BEGIN IMMEDIATE``.
+) -> tuple[int | None, tuple[Any, ...] | None, tuple[Any, ...] | None] | AlreadyExists:
+    """§4.3 in one ``BEGIN IMMEDIATE``, deciding by ``keyed_choice``.
 
-    Returns ``("existing", row, None)`` when the strategy hands back the task the
-    key holds, ``("inserted", now_ms, canceled_row_or_None)`` after inserting,
-    or an ``AlreadyExists`` for ``reject`` (rolled back).
+    Returns ``(now_ms, holder, canceled)``: ``now_ms`` None when the key's task
+    (``holder``) is handed back, else the insert's clock, with the key's
+    previous holder (None if it was free) and that holder as the cancel left
+    it (None if not canceled); or an ``AlreadyExists`` for ``reject``
+    (rolled back).
     """
     sync.begin(raw)
     try:
@@ -1283,27 +1278,23 @@ def _keyed_submit(
         key_params = {"key": key, "now_ms": now}
         raw.execute(_sql("lock_key"), key_params).fetchall()
         pointer = raw.execute(_sql("get_key"), key_params).fetchone()
-        current = None
+        holder = None
         if pointer is not None:
             # Re-read inside the transaction: a purge may have removed the task.
-            current = raw.execute(_sql("get"), {"id": pointer[0]}).fetchone()
+            holder = raw.execute(_sql("get"), {"id": pointer[0]}).fetchone()
+        choice = keyed_choice(conflict, None if holder is None else holder[3])
+        if choice == "reject":
+            assert holder is not None
+            sync.rollback(raw)
+            return AlreadyExists(key, holder[0], holder[3])
+        if choice == "reuse":
+            sync.commit(raw)
+            return (None, holder, None)
         canceled = None
-        if current is not None:
-            status = current[3]
-            if conflict == "reject":
-                sync.rollback(raw)
-                error = AlreadyExists(key)
-                error.task_id = current[0]
-                return error
-            keep = status in LIVE_STATUSES or (
-                conflict == "reuse-succeeded" and status == "succeeded"
-            )
-            if conflict != "replace" and keep:
-                sync.commit(raw)
-                return ("existing", current, None)
-            if status in LIVE_STATUSES:
-                rows = raw.execute(_sql("cancel"), {"id": current[0], "now_ms": now}).fetchall()
-                canceled = rows[0] if rows else None
+        if choice == "cancel-and-insert":
+            assert holder is not None
+            rows = raw.execute(_sql("cancel"), {"id": holder[0], "now_ms": now}).fetchall()
+            canceled = rows[0] if rows else None
         sync.stamp(params, now)
         raw.execute(_sql("insert_task"), params).fetchall()
         raw.execute(
@@ -1313,7 +1304,7 @@ def _keyed_submit(
     except BaseException:
         sync.rollback(raw)
         raise
-    return ("inserted", now, canceled)
+    return (now, holder, canceled)
 
 
 def _keyed_update(raw: sqlite3.Connection, key: str, sql: str, extra: dict[str, Any]) -> sync.Rows:
