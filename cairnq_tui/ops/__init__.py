@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import textwrap
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NoReturn
 
@@ -70,6 +71,9 @@ def add_parsers(commands: Any) -> None:
     for command in COMMANDS:
         if command in commands.choices:
             _PARSERS[command] = commands.choices[command]
+            # The help keeps the example's layout (raw text), so wrap the prose here.
+            sub = commands.choices[command]
+            sub.description = textwrap.fill(sub.description or "", 79)
             _one_line_errors(commands.choices[command])
 
 
