@@ -152,22 +152,6 @@ class StoreUnavailable(CairnQError):
     """The database could not be reached or opened (ours, beyond the SDK surface)."""
 
 
-class NotQueued(CairnQError, ValueError):
-    """An operator's reschedule (run now, delay by) found the task not queued (ours).
-
-    ``status`` is the task's status, or None when no task has that id.
-    """
-
-    def __init__(self, task_id: str, status: str | None) -> None:
-        if status is None:
-            why = f"no task {task_id}"
-        else:
-            why = f"task {task_id} is {status}; only a queued task can be rescheduled"
-        super().__init__(why)
-        self.task_id = task_id
-        self.status = status
-
-
 class StoreLocked(StoreUnavailable):
     """Another connection held the database's lock longer than this store waits.
 
@@ -187,3 +171,19 @@ class StorageError(CairnQError):
 
 class StorageFull(StorageError):
     """The disk (or the database's size limit) is full; the operation was not done."""
+
+
+class NotQueued(CairnQError, ValueError):
+    """An operator's reschedule (run now, delay by) found the task not queued (ours).
+
+    ``status`` is the task's status, or None when no task has that id.
+    """
+
+    def __init__(self, task_id: str, status: str | None) -> None:
+        if status is None:
+            why = f"no task {task_id}"
+        else:
+            why = f"task {task_id} is {status}; only a queued task can be rescheduled"
+        super().__init__(why)
+        self.task_id = task_id
+        self.status = status

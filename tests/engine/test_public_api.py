@@ -102,6 +102,7 @@ INSPECT_ALL = {
 }
 
 SNAPSHOTS_ALL = {
+    "AbandonedThread",
     "CallSnapshot",
     "CallTaskSnapshot",
     "ErrorReport",
