@@ -80,8 +80,12 @@ def add_write_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def resolve_target(args: argparse.Namespace) -> tuple[Target, NamedTarget | None, bool]:
+def resolve_target(
+    args: argparse.Namespace, *, check_file: bool = True
+) -> tuple[Target, NamedTarget | None, bool]:
     """The target ``args`` name, its config entry, and whether it is read-only.
+
+    ``check_file``: also refuse a missing SQLite file (which reads the path).
 
     Raises:
         BadInput: a bad config, an unknown name, a bad DSN or a missing SQLite file.
@@ -94,14 +98,24 @@ def resolve_target(args: argparse.Namespace) -> tuple[Target, NamedTarget | None
             target = parse_target(args.target, args.schema)
     except (ConfigError, TargetError) as exc:
         raise BadInput(str(exc)) from None
+    if check_file:
+        require_database(target)
+    read_only = bool(args.read_only or (named is not None and named.read_only))
+    return target, named, read_only
+
+
+def require_database(target: Target) -> None:
+    """Refuse a SQLite path that holds no database: the command line never creates one.
+
+    Raises:
+        BadInput: the file is missing or empty.
+    """
     if not target.is_postgres:
         found = describe_sqlite_file(target.raw)
         if found.kind in ("missing", "empty"):
             raise BadInput(
                 f"no cairnq database at {target.raw} (the command line never creates one)"
             )
-    read_only = bool(args.read_only or (named is not None and named.read_only))
-    return target, named, read_only
 
 
 def guard_write(args: argparse.Namespace, named: NamedTarget | None, read_only: bool) -> None:
@@ -134,9 +148,10 @@ async def opened(args: argparse.Namespace, *, write: bool = False) -> AsyncItera
         BadInput: the target does not answer or is not a cairnq database.
         Refused: ``write`` on a target that refuses writes.
     """
-    target, named, read_only = resolve_target(args)
+    target, named, read_only = resolve_target(args, check_file=False)
     if write:
-        guard_write(args, named, read_only)
+        guard_write(args, named, read_only)  # before the file is even looked at
+    require_database(target)
     try:
         await check_target(target, read_only=True)
         store = make_store(target, read_only=not write)

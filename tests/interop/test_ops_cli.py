@@ -435,6 +435,13 @@ def test_writes_are_refused_before_the_database_is_touched(tmp_path: Path) -> No
         )
         assert result.returncode == 1, result.stderr
         assert "refused" in result.stderr and "--read-only" in result.stderr
+    # Nor is a SQLite file looked at: a missing one is not even noticed.
+    missing = str(tmp_path / "absent.db")
+    refused = subprocess.run(
+        [str(SCRIPT), "submit", missing, "x", "--read-only"], capture_output=True, text=True
+    )
+    assert refused.returncode == 1 and "refused" in refused.stderr
+    assert not (tmp_path / "absent.db").exists()
     config = tmp_path / "config.toml"
     config.write_text(
         f'[targets.ro]\ndsn = "{nowhere}"\nread_only = true\n'
