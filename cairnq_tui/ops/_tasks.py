@@ -284,6 +284,9 @@ def add_show_parser(commands: Any, example: str) -> None:
 
     add_target_arguments(parser)
     parser.add_argument("id", metavar="ID", help="the task id")
+    parser.add_argument(
+        "--json", action="store_true", help="accepted for symmetry: show always prints JSON"
+    )
 
 
 async def run_show(args: argparse.Namespace) -> int:
