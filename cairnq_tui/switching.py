@@ -23,6 +23,7 @@ from cairnq_tui import config
 from cairnq_tui.commands import ConsoleCommands
 from cairnq_tui.controls import Controls
 from cairnq_tui.formatting import clean
+from cairnq_tui.hosting import WorkerHost
 from cairnq_tui.ports import Console, console_of
 from cairnq_tui.screens.targets import TargetPickerScreen, TypeNameScreen
 from cairnq_tui.target import TargetError, check_target, make_store
@@ -31,10 +32,18 @@ from engine.inspection import TaskFilter
 
 def _why_not(app: Console) -> str | None:
     if app.host is not None:
-        return "This console hosts workers (--worker) on its target: it cannot switch."
+        return f"This console hosts {_hosted(app.host)} on its target: it cannot switch."
     if os.environ.get(config.SERVED_ENV) == "1":
         return "A served console stays on the target it was served for."
     return None
+
+
+def _hosted(host: WorkerHost) -> str:
+    """What the console hosts, in the words it was asked for (the demo's is built in)."""
+    specs = [str(hosted.spec) for hosted in host.workers]
+    if all(spec.startswith("cairnq_tui.demo:") for spec in specs):
+        return "the demo worker"
+    return f"--worker {', '.join(specs)}"
 
 
 def _targets(app: Console) -> config.Config | None:

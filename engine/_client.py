@@ -52,7 +52,7 @@ class CairnQ:
     ) -> None:
         self._store = store
         if max_queue_depth is not None:
-            store.set_queue_gate(QueueGate(max_queue_depth, max_queue_wait_ms))
+            store._set_queue_gate(QueueGate(max_queue_depth, max_queue_wait_ms))
         if retention is None:
             self._sweeper: RetentionSweeper | None = None
         else:

@@ -48,6 +48,7 @@ from engine.store import _schema_check as schema_check
 from engine.store._base import (
     LEASE_EXPIRED_JSON,
     ROW_COLUMNS,
+    ClaimArgs,
     CompletingClaim,
     NewTask,
     Plan,
@@ -55,7 +56,6 @@ from engine.store._base import (
     TaskStore,
     insert_params,
     keyed_choice,
-    screen_plan,
     task_from_values,
 )
 from engine.store._faults import postgres_fault
@@ -143,7 +143,7 @@ class PostgresStore(TaskStore):
     text_refuses_nul = True
 
     dialect = "postgres"
-    capabilities = StoreCapabilities(completing_claim=True)
+    capabilities = StoreCapabilities(completing_claim=True, single_draw_commits=True)
 
     def __init__(
         self,
@@ -166,7 +166,8 @@ class PostgresStore(TaskStore):
         try:
             params = conninfo_to_dict(dsn)
         except psycopg.ProgrammingError as exc:
-            raise ValueError(f"malformed Postgres DSN {redact_dsn(dsn)!r}: {exc}") from exc
+            detail = redact_dsn(" ".join(str(exc).split()), source=dsn)
+            raise ValueError(f"malformed Postgres DSN {redact_dsn(dsn)!r}: {detail}") from exc
         self._dsn = dsn
         self._schema = schema
         self._read_only = read_only
@@ -328,6 +329,7 @@ class PostgresStore(TaskStore):
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailable:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        detail = redact_dsn(detail, source=self._dsn)
         return StoreUnavailable(f"Postgres at {self.target} is unavailable: {detail}")
 
     async def _create_schema(self, conn: Conn) -> None:
@@ -421,6 +423,12 @@ class PostgresStore(TaskStore):
                 raise
             raise fault from exc
 
+    def _check_writable(self, what: str) -> None:
+        if self._read_only:
+            raise StoreUnavailable(
+                f"store {self.target} was opened read_only=True; {what} writes refused"
+            )
+
     async def _admit(self, write: bool) -> None:
         """Refuse writes on a read-only store; connect; refuse after close."""
         if write and self._read_only:
@@ -491,7 +499,7 @@ class PostgresStore(TaskStore):
         return None if row is None else self._task(row)
 
     def _task(self, row: Mapping[str, Any]) -> Task:
-        return self.task_from_row(row, decoded_json=self._json_decoded)
+        return self._task_from_row(row, decoded_json=self._json_decoded)
 
     async def _one(
         self, name: str, params: Mapping[str, Any], *, write: bool, retry: bool = False
@@ -515,7 +523,7 @@ class PostgresStore(TaskStore):
     def _task_rows(self, cursor: Any) -> Callable[[Sequence[Any]], Task]:
         """A row factory building ``Task``s by position (``_positional`` tables only).
 
-        Skips the dict per row and the reordering ``task_from_row`` does.
+        Skips the dict per row and the reordering ``_task_from_row`` does.
         """
         decoded, width = self._json_decoded, len(ROW_COLUMNS)
         return lambda values: task_from_values(values[:width], decoded_json=decoded)
@@ -633,7 +641,7 @@ class PostgresStore(TaskStore):
         Raises:
             ValueError: ``name`` is not a read-only statement of this dialect.
         """
-        self.read_statement_text(name)
+        self._read_statement_text(name)
         active = frozenset(k for k, v in params.items() if v is not None)
         return await self._fetch_all(name, params, active=active)
 
@@ -694,7 +702,7 @@ class PostgresStore(TaskStore):
         limit: int,
     ) -> tuple[str, dict[str, Any]] | None:
         """The claim variant (§4.13) and its parameters for one draw; None = no statement."""
-        variant = self.draw_variant(queues, draw_names, limit)
+        variant = self._draw_variant(queues, draw_names, limit)
         if variant is None:
             return None
         name, params = variant
@@ -708,7 +716,7 @@ class PostgresStore(TaskStore):
         lease_ms: int,
         names: builtins.list[str] | None,
         plan: Plan[T],
-    ) -> T | None:
+    ) -> tuple[T, builtins.list[Task]] | None:
         async def draw(conn: Conn, draw_names: Any, limit: int) -> builtins.list[Task]:
             stmt = self._draw_statement(queues, worker_id, lease_ms, draw_names, limit)
             if stmt is None:
@@ -716,9 +724,9 @@ class PostgresStore(TaskStore):
             rows = await (await conn.execute(*stmt)).fetchall()
             return in_claim_order(self._task(r) for r in rows)
 
-        async def session(conn: Conn) -> tuple[bool, T | None, builtins.list[Task]]:
-            if not await self._probe(conn, queues, names):
-                return False, None, []
+        async def session(conn: Conn) -> tuple[T, builtins.list[Task]] | None:
+            if not await self._probe_on(conn, queues, names):
+                return None
             # Pipelined: BEGIN and recovery travel with the first draw; the
             # recovered rows are read once the transaction is over.
             async with conn.pipeline(), conn.transaction():
@@ -726,85 +734,36 @@ class PostgresStore(TaskStore):
                     _sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON}
                 )
                 value = await plan(lambda n, limit: draw(conn, n, limit))
-            recovered = [self._task(r) for r in await recovering.fetchall()]
-            return True, value, recovered
+            return value, [self._task(r) for r in await recovering.fetchall()]
 
-        ran, value, recovered = await self._run(session, write=True)
-        for task in recovered:
-            self._after_write(task)
-        return value if ran else None
+        return await self._run(session, write=True)
+
+    async def _probe(self, queues: builtins.list[str], names: builtins.list[str] | None) -> bool:
+        async def work(conn: Conn) -> bool:
+            return await self._probe_on(conn, queues, names)
+
+        return await self._run(work, write=False, retry=True)
 
     @staticmethod
-    async def _probe(
+    async def _probe_on(
         conn: Conn, queues: builtins.list[str], names: builtins.list[str] | None
     ) -> bool:
         cur = await conn.execute(_sql("claimable_probe"), {"queues": queues, "names": names})
         probe = await cur.fetchone()
         return probe is not None and bool(probe["has_work"])
 
-    async def claim_session_completing(
-        self,
-        *,
-        complete_ids: Sequence[str],
-        queues: Sequence[str],
-        worker_id: str,
-        lease_ms: int = 30_000,
-        names: Sequence[str] | None,
-        plan: Plan[T],
-        single_draw: bool = False,
-    ) -> CompletingClaim[T]:
-        """``complete_many(complete_ids)`` and a claim session, sharing one COMMIT.
+    async def _completing_claim(
+        self, ids: builtins.list[str], args: ClaimArgs, plan: Plan[T], single_draw: bool
+    ) -> CompletingClaim[T] | Exception:
+        """One pipelined transaction: complete, recover, ``plan``, COMMIT (see the base class).
 
-        The worker's path when the calls it is settling are what frees the
-        slots the claim fills: the probe runs first, outside any transaction
-        (§4.14 step 1); if it finds work, one transaction completes the given
-        tasks (each ownership-checked, cancel wins, as ``complete_many``), then
-        recovers expired leases and runs ``plan`` exactly as ``claim_session``,
-        and commits. Completions and claims become durable together, so the
-        worker never holds more leases than its slots. If the probe finds
-        nothing, the completions are written alone.
-
-        With ``single_draw`` the plan promises at most one draw: its COMMIT then
-        travels with that draw's statement (one round trip for the whole
-        transaction). A second draw raises ``RuntimeError``.
-
-        Failure isolation: if the shared transaction fails for any reason but
-        connection loss (a claim statement error, a raising plan), it is rolled
-        back as a whole, the completions are written alone, and the claim's
-        error is returned in ``claim_error``, so completing never fails because
-        of the claim. Connection loss raises ``StoreUnavailable`` (whether the
-        COMMIT landed is unknown, exactly as for a lone write).
-
-        Returns:
-            ``settled`` (ids completed; a missing id lost its lease), ``value``
-            (the plan's value; None when the probe found nothing or the claim
-            failed) and ``claim_error``.
-
-        Raises:
-            ValueError: malformed ids, queues or names.
-            StoreUnavailable: the connection was lost.
+        With ``single_draw`` the COMMIT travels with the draw's statement.
+        Raises ``StoreUnavailable`` if the connection is lost (whether the
+        COMMIT landed is then unknown, exactly as for a lone write).
         """
-        ids = _rules.text_list(complete_ids, "complete_ids", refuses_nul=True)
-        args = self.check_claim(queues, worker_id, lease_ms, names)
-        queue_list, worker_id, lease_ms, name_list = (
-            args.queues,
-            args.worker_id,
-            args.lease_ms,
-            args.names,
-        )
-        complete_params = {"ids": ids, "worker_id": worker_id}
-        # A single draw's COMMIT travels with it: no second draw to top up with.
-        plan, set_aside = screen_plan(plan, top_up=not single_draw)
+        complete_params = {"ids": ids, "worker_id": args.worker_id}
 
-        async def complete_alone(conn: Conn) -> set[str]:
-            if not ids:
-                return set()
-            rows = await (await conn.execute(_sql("complete_many"), complete_params)).fetchall()
-            return {r["id"] for r in rows}
-
-        async def session(conn: Conn) -> CompletingClaim[T]:
-            if name_list == [] or not await self._probe(conn, queue_list, name_list):
-                return CompletingClaim(await complete_alone(conn), None, None)
+        async def session(conn: Conn) -> CompletingClaim[T] | Exception:
             committed = confirmed = False
             completing = recovering = None
             try:
@@ -821,7 +780,7 @@ class PostgresStore(TaskStore):
                         if committed:
                             raise RuntimeError("a single_draw plan drew more than once")
                         stmt = self._draw_statement(
-                            queue_list, worker_id, lease_ms, draw_names, limit
+                            args.queues, args.worker_id, args.lease_ms, draw_names, limit
                         )
                         if stmt is None:
                             return []
@@ -842,10 +801,9 @@ class PostgresStore(TaskStore):
                 if lost(conn, exc):
                     raise
                 if not confirmed:
-                    # Nothing of the transaction was committed: close it and
-                    # write the completions on their own.
+                    # Nothing of the transaction was committed: close it.
                     await _abort(conn)
-                    return CompletingClaim(await complete_alone(conn), None, exc)
+                    return exc
                 # Committed, then the plan raised: the completions are durable;
                 # the claimed rows go back through lease recovery.
                 claim_error: Exception | None = exc
@@ -858,15 +816,7 @@ class PostgresStore(TaskStore):
             recovered = [] if recovering is None else await recovering.fetchall()
             return CompletingClaim(settled, value, claim_error, [self._task(r) for r in recovered])
 
-        try:
-            outcome = await self._run(session, write=True)
-        finally:
-            await self._fail_undecodable(set_aside)
-        for task in outcome.recovered:
-            self._after_write(task)
-        for task_id in outcome.settled:
-            self.signals.done(task_id)  # complete only ever ends a task
-        return outcome
+        return await self._run(session, write=True)
 
     # -- owned writes ------------------------------------------------------------------
 

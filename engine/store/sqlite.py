@@ -71,6 +71,7 @@ from engine._clock import now_ms
 from engine._errors import AlreadyExists, LostLease, StoreClosed, StoreLocked, StoreUnavailable
 from engine._models import TASK_COLUMNS, SubmitOutcome, Task, TaskRef, in_claim_order
 from engine._sql import migrations, specialise, statement
+from engine._sqlite_file import is_read_only_file, read_only_uri, remove_database_files
 from engine.store import _sqlite_sync as sync
 from engine.store._base import (
     LEASE_EXPIRED_JSON,
@@ -82,7 +83,6 @@ from engine.store._base import (
     TaskStore,
     insert_params,
     keyed_choice,
-    screen_plan,
     task_from_values,
     undecodable,
 )
@@ -309,7 +309,17 @@ class SQLiteStore(TaskStore):
             self._connect_lock = asyncio.Lock()
         async with self._connect_lock:
             if self._conn is None:
-                await self._open()
+                new = self._creates_file()
+                try:
+                    await self._open()
+                except BaseException:
+                    if new:  # a refused open leaves no file behind (a full disk's 0 bytes)
+                        remove_database_files(self._path)
+                    raise
+
+    def _creates_file(self) -> bool:
+        """True when opening would create the database file (it does not exist yet)."""
+        return not (self._memory or self._uri or os.path.lexists(self._path))
 
     def _location(self) -> tuple[str, bool]:
         """Check the path before opening; ``(what to open, as a URI?)``."""
@@ -324,7 +334,7 @@ class SQLiteStore(TaskStore):
                     f"cannot open SQLite database {self._path} read-only: no such file"
                 )
             # mode=ro: the file cannot be written through this store at all.
-            return path.resolve().as_uri() + "?mode=ro", True
+            return read_only_uri(path), True
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -332,9 +342,12 @@ class SQLiteStore(TaskStore):
                 f"cannot open SQLite database {self._path}: cannot create its directory "
                 f"{path.parent} ({exc.strerror or exc})"
             ) from exc
-        if not os.access(path.parent, os.W_OK | os.X_OK) or (
-            path.exists() and not os.access(path, os.W_OK)
-        ):
+        if is_read_only_file(path):
+            raise StoreUnavailable(
+                f"cannot open SQLite database {self._path}: the file is not writable "
+                "(open it with read_only=True to read it)"
+            )
+        if not os.access(path.parent, os.W_OK | os.X_OK):
             raise StoreUnavailable(
                 f"cannot open SQLite database {self._path}: location is not writable"
             )
@@ -797,7 +810,7 @@ class SQLiteStore(TaskStore):
         Raises:
             ValueError: unknown name, or the statement is not a read.
         """
-        text = self.read_statement_text(name)
+        text = self._read_statement_text(name)
         bound = dict(params)
         sql = specialise(text, frozenset(k for k, v in bound.items() if v is not None))
         if self._closed or self._conn is None:
@@ -949,8 +962,8 @@ class SQLiteStore(TaskStore):
         Raises:
             ValueError: as ``TaskStore.claim`` (a negative limit included).
         """
-        args = self.check_claim(queues, worker_id, lease_ms, names)
-        draw = self.draw_variant(args.queues, args.names, limit)
+        args = self._check_claim(queues, worker_id, lease_ms, names)
+        draw = self._draw_variant(args.queues, args.names, limit)
         if draw is None:
             return []
         self._check_writable("claim")
@@ -989,7 +1002,7 @@ class SQLiteStore(TaskStore):
         lease_ms: int,
         names: builtins.list[str] | None,
         plan: Plan[T],
-    ) -> T | None:
+    ) -> tuple[T, builtins.list[Task]] | None:
         self._check_writable("claim_session")
         if not await self._probe(queues, names):
             return None
@@ -1011,7 +1024,7 @@ class SQLiteStore(TaskStore):
         worker_id: str,
         lease_ms: int,
         plan: Plan[T],
-    ) -> T:
+    ) -> tuple[T, builtins.list[Task]]:
         recover = _sql("recover_leases")
         recover_params = {"lease_expired_error": LEASE_EXPIRED_JSON}
         recovered = await self._begin_session(lambda: sync.begin_with(raw, recover, recover_params))
@@ -1020,9 +1033,8 @@ class SQLiteStore(TaskStore):
                 value = await self._plan_and_commit(conn, raw, queues, worker_id, lease_ms, plan)
         finally:
             self._end_session()
-        self._announce_recovered(recovered)
         await _yield_loop()
-        return value
+        return value, [_task(row) for row in recovered]
 
     async def _begin_session(self, begin: Callable[[], R]) -> R:
         """Take the session lock and the connection, then ``begin()`` (inline).
@@ -1080,7 +1092,7 @@ class SQLiteStore(TaskStore):
         """
 
         async def draw(draw_names: Sequence[str] | None, limit: int) -> builtins.list[Task]:
-            variant = self.draw_variant(queues, draw_names, limit)
+            variant = self._draw_variant(queues, draw_names, limit)
             if variant is None:
                 return []
             sql, params = _claim_statement(*variant)
@@ -1106,57 +1118,15 @@ class SQLiteStore(TaskStore):
                 self._release_owner()
         return value
 
-    async def claim_session_completing(
-        self,
-        *,
-        complete_ids: Sequence[str],
-        queues: Sequence[str],
-        worker_id: str,
-        lease_ms: int = 30_000,
-        names: Sequence[str] | None,
-        plan: Plan[T],
-        single_draw: bool = False,
-    ) -> CompletingClaim[T]:
-        """``complete_many(complete_ids)`` and a claim session, sharing one COMMIT.
+    async def _completing_claim(
+        self, ids: builtins.list[str], args: ClaimArgs, plan: Plan[T], single_draw: bool
+    ) -> CompletingClaim[T] | Exception:
+        """One ``BEGIN IMMEDIATE``: complete, recover, ``plan``, COMMIT (see the base class).
 
-        The worker's path when the calls it settles free the slots the claim
-        fills. The probe runs first, outside any transaction (§4.14 step 1);
-        if it finds work, one ``BEGIN IMMEDIATE`` completes the given tasks
-        (each ownership-checked, cancel wins, as ``complete_many``), recovers
-        expired leases, runs ``plan`` as ``claim_session`` does, and commits:
-        one fsync under ``synchronous=FULL`` for the settlements and the
-        claims together. If the probe finds nothing, the completions are
-        written alone.
-
-        Failure isolation: if the completion statement, recovery, the plan
-        or the COMMIT fails, the whole transaction is rolled back (nothing of
-        it lands) and the completions are written on their own; a failure of
-        the claim part is then returned in ``claim_error``, and a failure of
-        the completions' own write is raised, as ``complete_many`` raises it.
-
-        ``single_draw`` is accepted for symmetry with ``PostgresStore`` (it
-        saves a round trip there; SQLite has none to save).
-
-        Raises:
-            ValueError: malformed ids, queues or names.
-            StoreLocked: the database stayed locked for
-                ``busy_timeout_ms``.
+        ``single_draw`` saves a round trip on Postgres; SQLite has none to save.
+        Raises ``StoreLocked`` if the database stayed locked for ``busy_timeout_ms``.
         """
         del single_draw
-        ids = _rules.text_list(complete_ids, "complete_ids", refuses_nul=self.text_refuses_nul)
-        args = self.check_claim(queues, worker_id, lease_ms, names)
-        self._check_writable("claim_session_completing")
-        plan, set_aside = screen_plan(plan, top_up=True)
-        try:
-            return await self._completing(ids, args, plan)
-        finally:
-            await self._fail_undecodable(set_aside)
-
-    async def _completing(
-        self, ids: builtins.list[str], args: ClaimArgs, plan: Plan[T]
-    ) -> CompletingClaim[T]:
-        if args.names == [] or not await self._probe(args.queues, args.names):
-            return CompletingClaim(await self._settle_alone(ids, args.worker_id), None, None)
         conn, raw = await self._ready()
         settle = (_sql("complete_many"), {"ids": _json.dumps(ids), "worker_id": args.worker_id})
         recover = (_sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON})
@@ -1165,47 +1135,29 @@ class SQLiteStore(TaskStore):
         try:
             started = await self._begin_session(lambda: sync.begin_settling(raw, settle, recover))
             value: T | None = None
-            claim_error: Exception | None = None
             try:
                 if isinstance(started, Exception):
                     # The statements were rolled back with their transaction.
                     self._release_owner()
-                    claim_error = started
-                else:
-                    try:
-                        with self._faults():
-                            value = await self._plan_and_commit(
-                                conn, raw, args.queues, args.worker_id, args.lease_ms, plan
-                            )
-                    except Exception as exc:
-                        claim_error = exc
+                    return started
+                try:
+                    with self._faults():
+                        value = await self._plan_and_commit(
+                            conn, raw, args.queues, args.worker_id, args.lease_ms, plan
+                        )
+                except Exception as exc:
+                    return exc
             finally:
                 self._end_session()
         finally:
             self._inflight -= 1
             if not self._inflight:
                 self._idle.set()
-        if claim_error is not None:
-            # Nothing of the transaction landed: the completions go alone (and
-            # raise if it was their own statement that failed).
-            return CompletingClaim(await self._settle_alone(ids, args.worker_id), None, claim_error)
-        assert not isinstance(started, Exception)
         settled_rows, recovered = started
-        self._announce_recovered(recovered)
-        settled = {row[0] for row in settled_rows}
-        for task_id in settled:
-            self.signals.done(task_id)  # complete only ever ends a task
         await _yield_loop()
-        return CompletingClaim(settled, value, None, [_task(r) for r in recovered])
-
-    async def _settle_alone(self, ids: builtins.list[str], worker_id: str) -> set[str]:
-        """``complete_many`` through group commit (with its signals); nothing for no ids."""
-        if not ids:
-            return set()
-        settled = await self._complete_many(ids, worker_id)
-        for task_id in settled:
-            self.signals.done(task_id)
-        return settled
+        return CompletingClaim(
+            {row[0] for row in settled_rows}, value, None, [_task(r) for r in recovered]
+        )
 
     def _end_session(self) -> None:
         self._session_lock.release()

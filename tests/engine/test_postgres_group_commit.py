@@ -211,8 +211,8 @@ async def test_an_insert_the_driver_cannot_send_fails_only_itself(
 ) -> None:
     # The rules refuse such a value before it joins a group; reaching into the
     # group shows the multi-row insert is split when it fails anyway.
-    good = [store.prepare_submit(name="good", payload={"i": i}) for i in range(5)]
-    bad = store.prepare_submit(name="bad")
+    good = [store._prepare_submit(name="good", payload={"i": i}) for i in range(5)]
+    bad = store._prepare_submit(name="bad")
     bad_params = {**insert_params(bad), "name": "bad\ud800"}
     writes = [store._group.insert(insert_params(new)) for new in good[:2]]
     writes.append(store._group.insert(bad_params))
