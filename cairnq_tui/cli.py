@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Literal
 
 from cairnq_tui import __version__, ops
-from cairnq_tui.config import ConfigError, apply_to_args, settings_fields
 from cairnq_tui.exits import EXIT_BAD_TARGET, refused
 from cairnq_tui.hosting import HostError, WorkerHost, run_hosting, start_hosting
+from cairnq_tui.named_targets import ConfigError, apply_to_args, settings_fields
 from cairnq_tui.serve import add_serve_parser, serve
 from cairnq_tui.target import (
     TargetError,

@@ -24,9 +24,9 @@ import sys
 from functools import partial
 from typing import Any
 
-from cairnq_tui.config import SERVED_ENV
 from cairnq_tui.exits import EXIT_BAD_TARGET, refused
 from cairnq_tui.hosting import HostError, WorkerHost, run_hosting
+from cairnq_tui.settings import SERVED_ENV
 from cairnq_tui.target import (
     TargetError,
     cannot_open,

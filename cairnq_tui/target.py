@@ -6,6 +6,9 @@ cairnq database: a SQLite file holding other tables is never migrated, and a
 Postgres target is first opened read-only so a mistyped schema is not created.
 Every failure becomes a ``TargetError`` whose message fits on one screen and
 never shows a password.
+
+(Names for targets, from the config file: ``named_targets``; what the console
+runs with once a target is open: ``settings``.)
 """
 
 from __future__ import annotations
@@ -108,7 +111,14 @@ def make_store(
 
 
 class _NoTables(Exception):
-    """The Postgres target answers but holds no cairnq tables (or no such schema)."""
+    """The Postgres target answers but holds no cairnq tables (or no such schema).
+
+    ``str()`` is where; ``refusal`` the message when nothing may be created.
+    """
+
+    def __init__(self, where: str, refusal: str) -> None:
+        super().__init__(where)
+        self.refusal = refusal
 
 
 async def check_target(target: Target, *, read_only: bool, create: bool = False) -> str | None:
@@ -128,10 +138,7 @@ async def check_target(target: Target, *, read_only: bool, create: bool = False)
         await _connect(store, target)
     except _NoTables as empty:
         if not create or read_only:
-            raise TargetError(
-                f"{empty} has no cairnq tables: start a cairnq worker or client against it "
-                "first, or pass --create (or host a --worker) to create them here"
-            ) from None
+            raise TargetError(empty.refusal) from None
         creator = PostgresStore(target.raw, schema=target.schema, migrate=True, max_size=1)
         await _connect(creator, target)
         await creator.close()
@@ -185,14 +192,19 @@ async def _connect(store: TaskStore, target: Target) -> None:
     except ProtocolVersionMismatch as exc:
         await _close_quietly(store)
         if re.search(r"protocol 0\b", str(exc)):
-            raise _NoTables(where) from None
+            raise _NoTables(
+                where,
+                f"{where} has no cairnq tables: start a cairnq worker or client against it "
+                "first, or pass --create (or host a --worker) to create them here",
+            ) from None
         shown = redact_dsn(str(exc))
         raise TargetError(f"{where} speaks another cairnq protocol: {shown}") from None
     except SchemaMismatch as exc:
         await _close_quietly(store)
+        refusal = _wrong_schema(target, str(exc))
         if target.schema is not None and "current_schema() = None" in str(exc):
-            raise _NoTables(where) from None  # the schema does not exist (yet)
-        raise TargetError(_wrong_schema(target, str(exc))) from None
+            raise _NoTables(where, refusal) from None  # the schema does not exist (yet)
+        raise TargetError(refusal) from None
     except (CairnQError, OSError) as exc:
         await _close_quietly(store)
         detail = redact_dsn(str(exc), source=target.raw)
@@ -206,7 +218,8 @@ def _wrong_schema(target: Target, detail: str) -> str:
     if target.schema is not None:
         return (
             f"wrong schema: looked in schema {target.schema!r} of {target.display}, "
-            "which does not exist or is not on the search path; check --schema."
+            "which does not exist or is not on the search path; check --schema "
+            "(--create creates it)."
         )
     looked = re.search(r"current schema is '([^']*)'", detail)
     found = re.search(r"in schema\(s\) (.+?) but", detail)

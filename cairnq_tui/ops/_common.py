@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cairnq_tui.config import ConfigError, NamedTarget, resolve
 from cairnq_tui.formatting import clean, parse_duration_ms
+from cairnq_tui.named_targets import ConfigError, NamedTarget, resolve
 from cairnq_tui.target import Target, TargetError, check_target, make_store, parse_target
 from engine import CairnQ, TaskStore
 from engine.inspection import Inspector, describe_sqlite_file

@@ -858,6 +858,11 @@ class SQLiteStore(TaskStore):
         _, rows = await self._write(_sql("retry"), params)
         return _first_task(rows)
 
+    async def _purge_ids(self, task_ids: builtins.list[str]) -> builtins.list[str]:
+        self._check_writable("purge")
+        _, rows = await self._write(_sql("purge_ids"), {"ids": _json.dumps(task_ids)})
+        return [r[0] for r in rows]
+
     async def _reschedule(
         self, statement: str, task_id: str, params: dict[str, Any]
     ) -> Task | None:

@@ -11,15 +11,16 @@ import aiohttp
 import pytest
 from browser_support import serving, tab_consoles
 
-from cairnq_tui import config
+from cairnq_tui import named_targets
 from cairnq_tui.cli import build_parser
 from cairnq_tui.serve import console_command
+from cairnq_tui.settings import SERVED_ENV
 from engine import CairnQ, SQLiteStore
 
 
 def serve_args(*argv: str) -> object:
     args = build_parser().parse_args(["serve", *argv])
-    config.apply_to_args(args)
+    named_targets.apply_to_args(args)
     return args
 
 
@@ -45,11 +46,11 @@ def test_a_served_console_ignores_the_targets_workers(
     file.write_text('[targets.local]\npath = "l.db"\nworkers = ["m:w"]\n', encoding="utf-8")
     launch = ["launch", "--config", str(file), "local"]
     args = build_parser().parse_args(launch)
-    config.apply_to_args(args)
+    named_targets.apply_to_args(args)
     assert args.workers == ["m:w"]
-    monkeypatch.setenv(config.SERVED_ENV, "1")
+    monkeypatch.setenv(SERVED_ENV, "1")
     args = build_parser().parse_args(launch)
-    config.apply_to_args(args)
+    named_targets.apply_to_args(args)
     assert args.workers is None
 
 
