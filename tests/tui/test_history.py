@@ -273,3 +273,10 @@ async def test_audit_view_says_when_there_is_no_history_file(demo_db: Path) -> N
         await settle(pilot)
         info = str(app.screen.query_one("#audit-info", Static).render())
         assert "--no-history" in info
+
+
+def test_launch_takes_no_history() -> None:
+    from cairnq_tui.cli import build_parser
+
+    assert build_parser().parse_args(["launch", "--no-history"]).no_history is True
+    assert build_parser().parse_args(["launch"]).no_history is False
