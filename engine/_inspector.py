@@ -39,7 +39,7 @@ from engine._inspect_types import (
     opt_int,
     summary_from_row,
 )
-from engine._metrics import DEFAULT_METRICS_CAP, Metrics
+from engine._metrics import DEFAULT_METRICS_CAP, DEFAULT_METRICS_SAMPLE, Metrics
 from engine._models import STATUSES
 from engine._rules import status as check_status
 from engine._triage_types import FailureGroup, FailureGroups, FailureSelection, WorkerLeases
@@ -425,15 +425,27 @@ class Inspector:
         )
 
     async def metrics(
-        self, *, window_ms: int = 3_600_000, buckets: int = 60, cap: int = DEFAULT_METRICS_CAP
+        self,
+        *,
+        window_ms: int = 3_600_000,
+        buckets: int = 60,
+        cap: int = DEFAULT_METRICS_CAP,
+        sample: int = DEFAULT_METRICS_SAMPLE,
     ) -> Metrics:
         """Per queue and name over the last ``window_ms``: finished tasks per bucket
         (whole minutes) by status, and due-to-done latency p50 / p95 / p99.
 
+        Exact when the window holds at most ``sample`` completions; above that,
+        estimated from a sample of about ``sample`` rows spread over the window,
+        each bucket scaled to its exact per-status total (``Metrics.estimated``,
+        ``Metrics.note``).
+
         Raises:
-            ValueError: a window under a minute, or a bad bucket count or cap.
+            ValueError: a window under a minute, or a bad bucket count, cap or sample.
         """
-        return await _metrics.metrics(self, window_ms=window_ms, buckets=buckets, cap=cap)
+        return await _metrics.metrics(
+            self, window_ms=window_ms, buckets=buckets, cap=cap, sample=sample
+        )
 
     async def workers(self, *, limit: int = 10_000) -> list[WorkerLeases]:
         """Every worker id holding a lease now (from the running rows, at most

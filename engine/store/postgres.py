@@ -51,7 +51,7 @@ from engine.store._base import (
 from engine.store._faults import postgres_fault
 from engine.store._pg_group import WriteGroup
 from engine.store._pg_listener import Listener
-from engine.store._pg_operations import PostgresOperations
+from engine.store._pg_operations import WITHOUT_JIT, PostgresOperations
 
 T = TypeVar("T")
 Conn = psycopg.AsyncConnection[dict[str, Any]]
@@ -553,7 +553,7 @@ class PostgresStore(PostgresOperations):
         """
         self._read_statement_text(name)
         active = frozenset(k for k, v in params.items() if v is not None)
-        return await self._fetch_all(name, params, active=active)
+        return await self._fetch_all(name, params, active=active, jit=name not in WITHOUT_JIT)
 
 
 class _MostRecentFirst(deque[Conn]):
