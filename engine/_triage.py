@@ -2,7 +2,7 @@
 
 Every read goes through the (status, completed_at_ms) index of the protocol's
 schema: failed tasks are walked newest completion first, and never more than a
-window of the newest N failures is read (``DEFAULT_SEARCH_WINDOW``, 20,000, for
+window of the newest N failures is read (``DEFAULT_SEARCH_WINDOW``, 10,000, for
 an error search; ``DEFAULT_ERROR_WINDOW``, 100,000, for the groups), so the cost
 follows N, not the table. Queued tasks retrying after an error are read
 from the same index (status ``queued``), at most ``payload_scan`` of them.
