@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +186,41 @@ class ConsoleApp(App[None]):
             self.notify(self.settings.notice, title="New database", markup=False)
         self.refresh_now()
 
+    # -- what completes: names and queues seen since connect -----------------------------
+
+    def learn(self, names: Iterable[str] = (), queues: Iterable[str] = ()) -> bool:
+        """Add task names and queues seen since connect to what completes and filters.
+
+        Sources: the rows of every Tasks page drawn, and ``read_completions``
+        (the database's names and queues, and those the hosted workers handle).
+        True when anything was new.
+        """
+        new_names = set(names).difference(self.names)
+        new_queues = set(queues).difference(self.known_queues)
+        if not new_names and not new_queues:
+            return False
+        if new_names:
+            self.names = sorted({*self.names, *new_names})
+        if new_queues:
+            self.known_queues = sorted({*self.known_queues, *new_queues})
+        for screen in self.screen_stack:
+            if isinstance(screen, MainScreen):
+                screen.offer_choices(self.known_queues, self.names)
+        return True
+
+    async def read_completions(self) -> tuple[list[str], list[str]]:
+        """Read the names and queues the database holds and the hosted workers handle
+        (learnt as ``learn`` does); every name and queue known now."""
+        names = await self.inspector.names()
+        queues = await self.inspector.queues()
+        if self.host:
+            for status in await self.host.statuses():
+                names.extend(status.handles)
+                if status.snapshot is not None:
+                    queues.extend(status.snapshot.queues)
+        self.learn(names, queues)
+        return list(self.names), list(self.known_queues)
+
     async def retarget(self, store: TaskStore, settings: Settings) -> None:
         """Point the running console at another database (``:``), then connect."""
         self.workers.cancel_group(self, "connect")  # the views' workers end with the views
@@ -260,7 +295,9 @@ class ConsoleApp(App[None]):
             self._timer = None
         if not self.connected or not self.screen_stack:  # not yet, or shutting down
             return
-        if self.paused or self.dialog_open:
+        # Paused, only what the operator asks for refreshes (ctrl+r, a filter, a view
+        # switch): once, without resuming. A dialog holds every refresh back.
+        if (self.paused and not force) or self.dialog_open:
             self._show_state()
             self._arm(self.settings.refresh_s)
             return

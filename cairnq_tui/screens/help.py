@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from cairnq_tui import keymap
+from cairnq_tui.widgets.key_footer import KeyFooter
 
 
 def _key_label(binding: Binding) -> str:
@@ -56,6 +57,7 @@ class HelpScreen(ModalScreen[None]):
             if not bindings:
                 table.add_row("ctrl+p", "Command palette: every action and view")
             parts += [table, Text("")]
+        yield KeyFooter()  # the keys of this dialog, not of the screen under it
         with VerticalScroll(classes="dialog help"):
             yield Static(Text("Keys", style="bold"), classes="dialog-title")
             yield Static(Group(*parts))

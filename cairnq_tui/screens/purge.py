@@ -16,6 +16,7 @@ from cairnq_tui import keymap
 from cairnq_tui.formatting import parse_duration_ms, quoted
 from cairnq_tui.widgets.console_node import ConsoleNode
 from cairnq_tui.widgets.field import Field
+from cairnq_tui.widgets.key_footer import KeyFooter
 from engine.inspect import CappedCount, Inspector
 
 TERMINAL = ("succeeded", "failed", "canceled")
@@ -52,6 +53,7 @@ class PurgeScreen(ConsoleNode, ModalScreen[PurgeRequest | None]):
         self._request: PurgeRequest | None = None
 
     def compose(self) -> ComposeResult:
+        yield KeyFooter()  # the keys of this dialog, not of the screen under it
         with Vertical(classes="dialog"):
             yield Label(Text("Purge terminal tasks", style="bold"), classes="dialog-title")
             with Horizontal(classes="row"):

@@ -45,6 +45,8 @@ from textual.widget import Widget
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
 
+from cairnq_tui import keymap
+
 #: Rendered lines of one cell, as DataTable keeps them.
 Lines = list[list[Segment]]
 #: Cells (look and position) remembered per table before the cache starts over.
@@ -64,6 +66,7 @@ class KeyedTable(DataTable[RenderableType]):
     DEFAULT_CSS = """
     KeyedTable { height: 1fr; }
     """
+    BINDINGS = keymap.TABLE
 
     def __init__(self, columns: Sequence[ColumnSpec], **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
@@ -90,6 +93,21 @@ class KeyedTable(DataTable[RenderableType]):
             return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
         except Exception:  # the cursor can point past the last row for a moment
             return None
+
+    def cursor_to(self, row: int) -> None:
+        """Put the cursor on ``row`` (negative: from the end), scrolled into view."""
+        if not self.row_count:
+            return
+        index = row if row >= 0 else self.row_count + row
+        self.move_cursor(row=min(max(index, 0), self.row_count - 1), animate=False, scroll=True)
+
+    def action_first_row(self) -> None:
+        """Home (and ``g``): the cursor to the first row."""
+        self.cursor_to(0)
+
+    def action_last_row(self) -> None:
+        """End (and ``G``): the cursor to the last row."""
+        self.cursor_to(-1)
 
     def row_keys(self) -> list[str]:
         """Row keys in display order."""
