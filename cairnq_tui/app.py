@@ -55,6 +55,8 @@ GC_YOUNG_THRESHOLD = 10_000
 #: A refresh still running after this long means the database is not answering:
 #: the status bar says so and the rows on screen are dimmed as stale.
 SLOW_REFRESH_S = 1.0
+#: What is dimmed while the rows on screen are stale.
+STALE_DIMS = "KeyedTable, #detail, #tasks-info"
 #: How often the console looks at the running refresh's age.
 WATCH_EVERY_S = 0.25
 
@@ -385,8 +387,12 @@ class ConsoleApp(App[None]):
         if stale == (self._stale_since is not None):
             return
         self._stale_since = time.monotonic() if stale else None
+        # On the dimmed widgets, not on the screens: a class on a screen restyles
+        # every widget in it, and a database slow enough to make the rows stale
+        # made the console slower still.
         for screen in self.screen_stack:
-            screen.set_class(stale, "-stale")
+            for widget in screen.query(STALE_DIMS):
+                widget.set_class(stale, "-stale")
 
     def _arm(self, delay: float) -> None:
         if self._timer is not None:
@@ -496,8 +502,15 @@ class ConsoleApp(App[None]):
                 return
 
     def action_help(self) -> None:
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(read_only=self.read_only))
+        if isinstance(self.screen, HelpScreen):
+            return
+        # Built once per session (and read-only state): the keymap does not change,
+        # and composing and laying out every section again cost more than the
+        # rest of opening it.
+        name = f"help-{'read-only' if self.read_only else 'read-write'}"
+        if not self.is_screen_installed(name):
+            self.install_screen(HelpScreen(read_only=self.read_only), name)
+        self.push_screen(name)
 
     def action_show_view(self, name: str) -> None:
         while not isinstance(self.screen, MainScreen) and len(self.screen_stack) > 1:
