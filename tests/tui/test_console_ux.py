@@ -322,3 +322,37 @@ async def test_typing_a_payload_replaces_the_empty_default(demo_db: Path) -> Non
         await pilot.pause()
         request = screen.validate()
         assert request is not None and request.payload == {}
+
+
+# -- 24.14: a worker state change shows without waiting for the control or a tick ----------------
+
+
+async def test_drain_shows_draining_while_its_calls_still_run(
+    hosted: tuple[str, WorkerHost, TaskStore], make_store: Callable[[], TaskStore]
+) -> None:
+    import asyncio
+    import time
+
+    name, host, store = hosted
+    async with CairnQ(make_store()) as client:
+        held = await client.submit("limited")  # its call holds until the gate opens
+        app = console(store, host)  # refresh_s=3600: no tick comes to show anything
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await pilot.press("6")
+            await until(pilot, lambda: "calls 1/" in strip(app), "the held call")
+            await pilot.press("D")
+            deadline = time.monotonic() + 15
+            while "draining" not in strip(app) and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)  # no refresh asked for: the control shows it
+            assert "draining" in strip(app), strip(app)
+            task = await client.get(held.id)
+            assert task is not None and task.status == "running"  # the drain still waits
+            host_module = __import__(name)
+            host_module.gate.set()
+            await until(pilot, lambda: "stopped" in strip(app), "stopped after the drain")
+
+
+def strip(app: Any) -> str:
+    view = app.screen.active_view()
+    return str(view.query_one(".hosted-workers", Static).render())
