@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, get_args
 
+from engine._json import UndecodableJSON
+
 TaskStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
 Conflict = Literal["reuse", "reuse-succeeded", "reject", "replace"]
 
@@ -25,16 +27,22 @@ def is_terminal_status(status: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Task:
-    """One row of ``cairnq_tasks`` with its JSON columns decoded."""
+    """One row of ``cairnq_tasks`` with its JSON columns decoded.
+
+    A JSON column the engine cannot decode (stored by another writer: nested
+    deeper than ``engine._json.MAX_DEPTH``, or not JSON at all) holds an
+    ``engine.inspection.UndecodableJSON`` with its raw text instead. Workers never
+    receive such a task: a claim fails it (``code="undecodable_json"``).
+    """
 
     id: str
     name: str
     queue: str
     status: TaskStatus
     payload: Any
-    metadata: dict[str, Any]
+    metadata: dict[str, Any] | UndecodableJSON
     result: Any
-    error: dict[str, Any] | None
+    error: dict[str, Any] | UndecodableJSON | None
     progress: float | None
     message: str | None
     attempt: int
@@ -102,6 +110,28 @@ class TaskDef(Generic[P, R]):
     """A typed task name shared by the submitting and the handling side."""
 
     name: str
+
+
+SubmitAction = Literal["created", "reused", "replaced"]
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitOutcome:
+    """What a submit did, as ``CairnQ.submit_outcome`` / ``TaskStore.submit_outcome`` say.
+
+    ``action``: ``"created"`` (a new task; no key, or the key was free),
+    ``"reused"`` (the key's task was handed back; nothing written) or
+    ``"replaced"`` (a new task, and the key moved to it from ``previous``).
+    ``task`` is the task the submit resolved to. ``previous`` is the task the
+    key held before a ``"replaced"``, as it stands after the submit;
+    ``canceled`` says whether this submit canceled it (``conflict="replace"``
+    of a live task).
+    """
+
+    task: Task
+    action: SubmitAction
+    previous: Task | None = None
+    canceled: bool = False
 
 
 TASK_COLUMNS: tuple[str, ...] = tuple(Task.__dataclass_fields__)

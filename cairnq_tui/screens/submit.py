@@ -23,8 +23,8 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
 from cairnq_tui import keymap
-from cairnq_tui.console import console_of
 from cairnq_tui.formatting import parse_duration_ms, quoted
+from cairnq_tui.ports import console_of
 from cairnq_tui.widgets.field import Field
 from cairnq_tui.widgets.key_footer import KeyFooter
 from engine import CONFLICTS

@@ -17,7 +17,7 @@ Where the work runs:
   NORMAL, whole write transactions and group-commit batches run inline; a busy
   database is waited out with ``asyncio.sleep`` (1 ms doubling to 10 ms,
   jittered) until the caller's ``busy_timeout_ms`` budget is spent, then
-  ``sqlite3.OperationalError`` ("database is locked"). A threading lock
+  ``StoreLocked`` ("database is locked"). A threading lock
   (``_owner``) gives the writer connection to one user at a time.
 * **Reads** use a second, ``query_only`` connection inline (WAL readers never
   wait for writers); a read that would wait, and every read of an in-memory
@@ -59,7 +59,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
@@ -68,19 +68,25 @@ import aiosqlite
 
 from engine import _json, _rules
 from engine._clock import now_ms
-from engine._errors import AlreadyExists, LostLease, StoreClosed, StoreUnavailable
-from engine._models import LIVE_STATUSES, TASK_COLUMNS, Task, TaskRef, in_claim_order
+from engine._errors import AlreadyExists, LostLease, StoreClosed, StoreLocked, StoreUnavailable
+from engine._models import TASK_COLUMNS, SubmitOutcome, Task, TaskRef, in_claim_order
 from engine._sql import migrations, specialise, statement
+from engine._sqlite_file import is_read_only_file, read_only_uri, remove_database_files
 from engine.store import _sqlite_sync as sync
 from engine.store._base import (
     LEASE_EXPIRED_JSON,
+    ClaimArgs,
     CompletingClaim,
     NewTask,
     Plan,
     StoreCapabilities,
     TaskStore,
+    insert_params,
+    keyed_choice,
     task_from_values,
+    undecodable,
 )
+from engine.store._faults import locked, sqlite_fault
 from engine.store._signals import Wake
 from engine.store._sqlite_commits import CommitWatch
 from engine.store._sqlite_group import GroupCommit, backoff
@@ -180,7 +186,9 @@ class SQLiteStore(TaskStore):
         path: the database file (its parent directory is created), ``":memory:"``,
             or a ``file:`` URI.
         busy_timeout_ms: how long a write may wait for another connection's lock
-            before failing with ``sqlite3.OperationalError`` ("database is locked").
+            before failing with ``StoreLocked`` ("database is locked"). Other
+            storage faults raise ``StorageFull`` (disk full) or ``StorageError``
+            (I/O error, damaged file), SQLite's error as ``__cause__``.
         read_only: open the file read-only; no migration runs and every write
             raises ``StoreUnavailable``.
         migrate: apply missing migrations on connect; when False, a database
@@ -301,7 +309,17 @@ class SQLiteStore(TaskStore):
             self._connect_lock = asyncio.Lock()
         async with self._connect_lock:
             if self._conn is None:
-                await self._open()
+                new = self._creates_file()
+                try:
+                    await self._open()
+                except BaseException:
+                    if new:  # a refused open leaves no file behind (a full disk's 0 bytes)
+                        remove_database_files(self._path)
+                    raise
+
+    def _creates_file(self) -> bool:
+        """True when opening would create the database file (it does not exist yet)."""
+        return not (self._memory or self._uri or os.path.lexists(self._path))
 
     def _location(self) -> tuple[str, bool]:
         """Check the path before opening; ``(what to open, as a URI?)``."""
@@ -316,7 +334,7 @@ class SQLiteStore(TaskStore):
                     f"cannot open SQLite database {self._path} read-only: no such file"
                 )
             # mode=ro: the file cannot be written through this store at all.
-            return path.resolve().as_uri() + "?mode=ro", True
+            return read_only_uri(path), True
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -324,9 +342,12 @@ class SQLiteStore(TaskStore):
                 f"cannot open SQLite database {self._path}: cannot create its directory "
                 f"{path.parent} ({exc.strerror or exc})"
             ) from exc
-        if not os.access(path.parent, os.W_OK | os.X_OK) or (
-            path.exists() and not os.access(path, os.W_OK)
-        ):
+        if is_read_only_file(path):
+            raise StoreUnavailable(
+                f"cannot open SQLite database {self._path}: the file is not writable "
+                "(open it with read_only=True to read it)"
+            )
+        if not os.access(path.parent, os.W_OK | os.X_OK):
             raise StoreUnavailable(
                 f"cannot open SQLite database {self._path}: location is not writable"
             )
@@ -344,20 +365,27 @@ class SQLiteStore(TaskStore):
             raise StoreUnavailable(f"cannot open SQLite database {self._path}: {exc}") from exc
         raw = conn._conn  # the stdlib connection; its users take turns via _owner
         try:
-            await self._on_thread(
-                conn,
-                lambda: sync.open_database(  # keyword arguments: a lambda is clearer
-                    raw,
-                    target=self._path,
-                    memory=self._memory,
-                    read_only=self._read_only,
-                    migrate=self._migrate,
-                    busy_timeout_ms=self._busy_timeout_ms,
-                    synchronous=self._synchronous,
-                    migrations=migrations("sqlite"),
-                    protocol_version_sql=_sql("protocol_version"),
-                ),
-            )
+            try:
+                await self._on_thread(
+                    conn,
+                    lambda: sync.open_database(  # keyword arguments: a lambda is clearer
+                        raw,
+                        target=self._path,
+                        memory=self._memory,
+                        read_only=self._read_only,
+                        migrate=self._migrate,
+                        busy_timeout_ms=self._busy_timeout_ms,
+                        synchronous=self._synchronous,
+                        migrations=migrations("sqlite"),
+                        protocol_version_sql=_sql("protocol_version"),
+                    ),
+                )
+            except sqlite3.Error as exc:
+                # open_database raises a busy database as it is: locked, not broken.
+                fault = sqlite_fault(exc, self._path, self._busy_timeout_ms)
+                if fault is None:
+                    fault = StoreUnavailable(f"cannot open SQLite database {self._path}: {exc}")
+                raise fault from exc
             if not self._memory:
                 self._reader = sync.open_reader(location, uri=uri, synchronous=self._synchronous)
                 self._reader_at = (location, uri)
@@ -455,11 +483,22 @@ class SQLiteStore(TaskStore):
         if self._read_only:
             raise StoreUnavailable(f"store {self._path} is open read-only; {what} writes")
 
-    def _locked_error(self) -> sqlite3.OperationalError:
-        return sqlite3.OperationalError(
-            f"database is locked: {self._path} stayed locked by another connection "
-            f"for busy_timeout_ms={self._busy_timeout_ms}"
-        )
+    def _locked_error(self, cause: BaseException | None = None) -> StoreLocked:
+        """``StoreLocked`` for a write whose busy budget ran out (``cause``: SQLite's error)."""
+        error = locked(self._path, self._busy_timeout_ms)
+        error.__cause__ = cause
+        return error
+
+    @contextlib.contextmanager
+    def _faults(self) -> Iterator[None]:
+        """Storage faults raised inside as engine errors (``_faults.sqlite_fault``)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            fault = sqlite_fault(exc, self._path, self._busy_timeout_ms)
+            if fault is None:
+                raise
+            raise fault from exc
 
     @staticmethod
     def _poster(conn: aiosqlite.Connection) -> Callable[[Callable[[], None]], None]:
@@ -496,7 +535,7 @@ class SQLiteStore(TaskStore):
         runs on the writer thread instead (its COMMIT waits for the disk). ``fn``
         starts and ends with no transaction open and raises ``Busy`` only when
         nothing was done (a bare statement or a BEGIN was refused). Raises
-        ``sqlite3.OperationalError`` once the budget is spent.
+        ``StoreLocked`` once the budget is spent.
         """
         conn, raw = await self._ready()
         off_loop = commits and self._offload
@@ -507,6 +546,7 @@ class SQLiteStore(TaskStore):
             attempt = 0
             ran = False
             waiting = False
+            cause: BaseException | None = None
             while True:
                 await self._session_free()
                 # Not owned: another thread's loop is flushing, or the writer
@@ -519,14 +559,18 @@ class SQLiteStore(TaskStore):
                         try:
                             # The thread lets go of the connection itself, so a
                             # cancelled caller cannot free it while it is in use.
-                            return await self._on_thread(conn, self._then_release, fn, raw, *args)
-                        except sync.Busy:
-                            pass
+                            with self._faults():
+                                return await self._on_thread(
+                                    conn, self._then_release, fn, raw, *args
+                                )
+                        except sync.Busy as busy:
+                            cause = busy.__cause__
                     else:
                         try:
-                            result = fn(raw, *args)
-                        except sync.Busy:
-                            pass
+                            with self._faults():
+                                result = fn(raw, *args)
+                        except sync.Busy as busy:
+                            cause = busy.__cause__
                         else:
                             ran = True
                         finally:
@@ -536,7 +580,7 @@ class SQLiteStore(TaskStore):
                             return result
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise self._locked_error()
+                    raise self._locked_error(cause)
                 await asyncio.sleep(min(backoff(attempt), remaining))
                 attempt += 1
         finally:
@@ -639,10 +683,12 @@ class SQLiteStore(TaskStore):
         if reader is not None and self._reader_lock.acquire(blocking=False):
             rows: sync.Rows | None = None
             try:
-                rows = reader.execute(sql, params).fetchall()
-            except sqlite3.OperationalError as exc:
-                if not sync.is_busy(exc):
-                    raise
+                with self._faults():
+                    try:
+                        rows = reader.execute(sql, params).fetchall()
+                    except sqlite3.OperationalError as exc:
+                        if not sync.is_busy(exc):
+                            raise
             finally:
                 self._reader_lock.release()
             if rows is not None:
@@ -655,7 +701,8 @@ class SQLiteStore(TaskStore):
         if self._group is None or self._closed:
             await self._ready()
         assert self._group is not None
-        return await self._group.submit(sql, params, self._busy_timeout_ms / 1000)
+        with self._faults():
+            return await self._group.submit(sql, params, self._busy_timeout_ms / 1000)
 
     def _refresh_statistics_if_due(self) -> None:
         """Planner statistics at most every 60 s, on the housekeeping thread (never inline).
@@ -671,33 +718,24 @@ class SQLiteStore(TaskStore):
 
     # -- submit ----------------------------------------------------------------------
 
-    async def _submit(self, new: NewTask) -> Task:
+    async def _submit(self, new: NewTask) -> SubmitOutcome:
         self._check_writable("submit")
-        params = {
-            "id": new.id,
-            "name": new.name,
-            "queue": new.queue,
-            "payload": new.payload_json,
-            "metadata": new.metadata_json,
-            "max_attempts": new.max_attempts,
-            "priority": new.priority,
-            "parent_id": new.parent_id,
-            "root_id": new.root_id,
-            "correlation_id": new.correlation_id,
-            "run_at_delay_ms": new.delay_ms,
-        }
+        params = insert_params(new)
         if new.key is None:
             now, _ = await self._write(_sql("insert_task"), params)
-            return self._submitted(new, now)
+            return SubmitOutcome(self._submitted(new, now), "created")
         result = await self._retrying(_keyed_submit, new.key, new.conflict, params)
         if isinstance(result, AlreadyExists):
             raise result
-        kind, row, canceled = result
-        if canceled is not None:
-            self._after_write(_task(canceled))
-        if kind == "existing":
-            return _task(row)
-        return self._submitted(new, row)
+        inserted_at, holder, canceled = result
+        if inserted_at is None:
+            assert holder is not None
+            return SubmitOutcome(_task(holder), "reused")
+        task = self._submitted(new, inserted_at)
+        if holder is None:
+            return SubmitOutcome(task, "created")
+        previous = _task(canceled if canceled is not None else holder)
+        return SubmitOutcome(task, "replaced", previous, canceled=canceled is not None)
 
     @staticmethod
     def _submitted(new: NewTask, now: int) -> Task:
@@ -772,7 +810,7 @@ class SQLiteStore(TaskStore):
         Raises:
             ValueError: unknown name, or the statement is not a read.
         """
-        text = self.read_statement_text(name)
+        text = self._read_statement_text(name)
         bound = dict(params)
         sql = specialise(text, frozenset(k for k, v in bound.items() if v is not None))
         if self._closed or self._conn is None:
@@ -780,9 +818,10 @@ class SQLiteStore(TaskStore):
         if self._reader_at is not None:
             if self._inspect_thread is None:
                 self._inspect_thread = ThreadPoolExecutor(1, thread_name_prefix="cairnq-inspect")
-            return await asyncio.get_running_loop().run_in_executor(
-                self._inspect_thread, self._inspect_read, sql, bound
-            )
+            with self._faults():
+                return await asyncio.get_running_loop().run_in_executor(
+                    self._inspect_thread, self._inspect_read, sql, bound
+                )
         names, rows = await self._retrying(sync.fetch_described, sql, bound, commits=False)
         return [dict(zip(names, row, strict=True)) for row in rows]
 
@@ -817,6 +856,13 @@ class SQLiteStore(TaskStore):
         self._check_writable("retry")
         params = {"id": task_id, "reset_attempt": int(reset_attempt)}
         _, rows = await self._write(_sql("retry"), params)
+        return _first_task(rows)
+
+    async def _reschedule(
+        self, statement: str, task_id: str, params: dict[str, Any]
+    ) -> Task | None:
+        self._check_writable(statement)
+        _, rows = await self._write(_sql(statement), {"id": task_id, **params})
         return _first_task(rows)
 
     async def _by_key(self, key: str, name: str, extra: dict[str, Any]) -> Task | None:
@@ -916,8 +962,8 @@ class SQLiteStore(TaskStore):
         Raises:
             ValueError: as ``TaskStore.claim`` (a negative limit included).
         """
-        args = self.check_claim(queues, worker_id, lease_ms, names)
-        draw = self.draw_variant(args.queues, args.names, limit)
+        args = self._check_claim(queues, worker_id, lease_ms, names)
+        draw = self._draw_variant(args.queues, args.names, limit)
         if draw is None:
             return []
         self._check_writable("claim")
@@ -932,7 +978,22 @@ class SQLiteStore(TaskStore):
         self._refresh_statistics_if_due()
         recovered, claimed = await self._retrying(sync.transaction, steps)
         self._announce_recovered(recovered)
-        return in_claim_order(_task(r) for r in claimed)
+        tasks = in_claim_order(_task(r) for r in claimed)
+        set_aside = [task for task in tasks if undecodable(task)]
+        if not set_aside:
+            return tasks
+        # Never handed out: failed for good, and the shortfall claimed again.
+        await self._fail_undecodable(set_aside)
+        kept = [task for task in tasks if not undecodable(task)]
+        if len(tasks) == limit:
+            kept += await self.claim(
+                queues=args.queues,
+                worker_id=args.worker_id,
+                lease_ms=args.lease_ms,
+                limit=len(set_aside),
+                names=args.names,
+            )
+        return kept
 
     async def _claim_session(
         self,
@@ -941,7 +1002,7 @@ class SQLiteStore(TaskStore):
         lease_ms: int,
         names: builtins.list[str] | None,
         plan: Plan[T],
-    ) -> T | None:
+    ) -> tuple[T, builtins.list[Task]] | None:
         self._check_writable("claim_session")
         if not await self._probe(queues, names):
             return None
@@ -963,17 +1024,17 @@ class SQLiteStore(TaskStore):
         worker_id: str,
         lease_ms: int,
         plan: Plan[T],
-    ) -> T:
+    ) -> tuple[T, builtins.list[Task]]:
         recover = _sql("recover_leases")
         recover_params = {"lease_expired_error": LEASE_EXPIRED_JSON}
         recovered = await self._begin_session(lambda: sync.begin_with(raw, recover, recover_params))
         try:
-            value = await self._plan_and_commit(conn, raw, queues, worker_id, lease_ms, plan)
+            with self._faults():
+                value = await self._plan_and_commit(conn, raw, queues, worker_id, lease_ms, plan)
         finally:
             self._end_session()
-        self._announce_recovered(recovered)
         await _yield_loop()
-        return value
+        return value, [_task(row) for row in recovered]
 
     async def _begin_session(self, begin: Callable[[], R]) -> R:
         """Take the session lock and the connection, then ``begin()`` (inline).
@@ -987,6 +1048,7 @@ class SQLiteStore(TaskStore):
         attempt = 0
         self._refresh_statistics_if_due()
         waiting = False
+        cause: BaseException | None = None
         try:
             while True:
                 await self._session_lock.acquire()
@@ -995,8 +1057,10 @@ class SQLiteStore(TaskStore):
                 waiting = self._still_waiting(waiting, owned)
                 if owned:
                     try:
-                        return begin()
-                    except sync.Busy:
+                        with self._faults():
+                            return begin()
+                    except sync.Busy as busy:
+                        cause = busy.__cause__
                         self._owner.release()
                     except BaseException:
                         self._owner.release()
@@ -1005,7 +1069,7 @@ class SQLiteStore(TaskStore):
                 self._end_session()
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise self._locked_error()
+                    raise self._locked_error(cause)
                 await asyncio.sleep(min(backoff(attempt), remaining))
                 attempt += 1
         finally:
@@ -1028,7 +1092,7 @@ class SQLiteStore(TaskStore):
         """
 
         async def draw(draw_names: Sequence[str] | None, limit: int) -> builtins.list[Task]:
-            variant = self.draw_variant(queues, draw_names, limit)
+            variant = self._draw_variant(queues, draw_names, limit)
             if variant is None:
                 return []
             sql, params = _claim_statement(*variant)
@@ -1054,48 +1118,15 @@ class SQLiteStore(TaskStore):
                 self._release_owner()
         return value
 
-    async def claim_session_completing(
-        self,
-        *,
-        complete_ids: Sequence[str],
-        queues: Sequence[str],
-        worker_id: str,
-        lease_ms: int = 30_000,
-        names: Sequence[str] | None,
-        plan: Plan[T],
-        single_draw: bool = False,
-    ) -> CompletingClaim[T]:
-        """``complete_many(complete_ids)`` and a claim session, sharing one COMMIT.
+    async def _completing_claim(
+        self, ids: builtins.list[str], args: ClaimArgs, plan: Plan[T], single_draw: bool
+    ) -> CompletingClaim[T] | Exception:
+        """One ``BEGIN IMMEDIATE``: complete, recover, ``plan``, COMMIT (see the base class).
 
-        The worker's path when the calls it settles free the slots the claim
-        fills. The probe runs first, outside any transaction (§4.14 step 1);
-        if it finds work, one ``BEGIN IMMEDIATE`` completes the given tasks
-        (each ownership-checked, cancel wins, as ``complete_many``), recovers
-        expired leases, runs ``plan`` as ``claim_session`` does, and commits:
-        one fsync under ``synchronous=FULL`` for the settlements and the
-        claims together. If the probe finds nothing, the completions are
-        written alone.
-
-        Failure isolation: if the completion statement, recovery, the plan
-        or the COMMIT fails, the whole transaction is rolled back (nothing of
-        it lands) and the completions are written on their own; a failure of
-        the claim part is then returned in ``claim_error``, and a failure of
-        the completions' own write is raised, as ``complete_many`` raises it.
-
-        ``single_draw`` is accepted for symmetry with ``PostgresStore`` (it
-        saves a round trip there; SQLite has none to save).
-
-        Raises:
-            ValueError: malformed ids, queues or names.
-            sqlite3.OperationalError: the database stayed locked for
-                ``busy_timeout_ms``.
+        ``single_draw`` saves a round trip on Postgres; SQLite has none to save.
+        Raises ``StoreLocked`` if the database stayed locked for ``busy_timeout_ms``.
         """
         del single_draw
-        ids = _rules.text_list(complete_ids, "complete_ids", refuses_nul=self.text_refuses_nul)
-        args = self.check_claim(queues, worker_id, lease_ms, names)
-        self._check_writable("claim_session_completing")
-        if args.names == [] or not await self._probe(args.queues, args.names):
-            return CompletingClaim(await self._settle_alone(ids, args.worker_id), None, None)
         conn, raw = await self._ready()
         settle = (_sql("complete_many"), {"ids": _json.dumps(ids), "worker_id": args.worker_id})
         recover = (_sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON})
@@ -1104,46 +1135,29 @@ class SQLiteStore(TaskStore):
         try:
             started = await self._begin_session(lambda: sync.begin_settling(raw, settle, recover))
             value: T | None = None
-            claim_error: Exception | None = None
             try:
                 if isinstance(started, Exception):
                     # The statements were rolled back with their transaction.
                     self._release_owner()
-                    claim_error = started
-                else:
-                    try:
+                    return started
+                try:
+                    with self._faults():
                         value = await self._plan_and_commit(
                             conn, raw, args.queues, args.worker_id, args.lease_ms, plan
                         )
-                    except Exception as exc:
-                        claim_error = exc
+                except Exception as exc:
+                    return exc
             finally:
                 self._end_session()
         finally:
             self._inflight -= 1
             if not self._inflight:
                 self._idle.set()
-        if claim_error is not None:
-            # Nothing of the transaction landed: the completions go alone (and
-            # raise if it was their own statement that failed).
-            return CompletingClaim(await self._settle_alone(ids, args.worker_id), None, claim_error)
-        assert not isinstance(started, Exception)
         settled_rows, recovered = started
-        self._announce_recovered(recovered)
-        settled = {row[0] for row in settled_rows}
-        for task_id in settled:
-            self.signals.done(task_id)  # complete only ever ends a task
         await _yield_loop()
-        return CompletingClaim(settled, value, None, [_task(r) for r in recovered])
-
-    async def _settle_alone(self, ids: builtins.list[str], worker_id: str) -> set[str]:
-        """``complete_many`` through group commit (with its signals); nothing for no ids."""
-        if not ids:
-            return set()
-        settled = await self._complete_many(ids, worker_id)
-        for task_id in settled:
-            self.signals.done(task_id)
-        return settled
+        return CompletingClaim(
+            {row[0] for row in settled_rows}, value, None, [_task(r) for r in recovered]
+        )
 
     def _end_session(self) -> None:
         self._session_lock.release()
@@ -1201,12 +1215,14 @@ class SQLiteStore(TaskStore):
 
 def _keyed_submit(
     raw: sqlite3.Connection, key: str, conflict: str, params: dict[str, Any]
-) -> tuple[str, Any, tuple[Any, ...] | None] | AlreadyExists:
-    """§4.3 in one ``BEGIN IMMEDIATE``.
+) -> tuple[int | None, tuple[Any, ...] | None, tuple[Any, ...] | None] | AlreadyExists:
+    """§4.3 in one ``BEGIN IMMEDIATE``, deciding by ``keyed_choice``.
 
-    Returns ``("existing", row, None)`` when the strategy hands back the task the
-    key holds, ``("inserted", now_ms, canceled_row_or_None)`` after inserting,
-    or an ``AlreadyExists`` for ``reject`` (rolled back).
+    Returns ``(now_ms, holder, canceled)``: ``now_ms`` None when the key's task
+    (``holder``) is handed back, else the insert's clock, with the key's
+    previous holder (None if it was free) and that holder as the cancel left
+    it (None if not canceled); or an ``AlreadyExists`` for ``reject``
+    (rolled back).
     """
     sync.begin(raw)
     try:
@@ -1214,27 +1230,23 @@ def _keyed_submit(
         key_params = {"key": key, "now_ms": now}
         raw.execute(_sql("lock_key"), key_params).fetchall()
         pointer = raw.execute(_sql("get_key"), key_params).fetchone()
-        current = None
+        holder = None
         if pointer is not None:
             # Re-read inside the transaction: a purge may have removed the task.
-            current = raw.execute(_sql("get"), {"id": pointer[0]}).fetchone()
+            holder = raw.execute(_sql("get"), {"id": pointer[0]}).fetchone()
+        choice = keyed_choice(conflict, None if holder is None else holder[3])
+        if choice == "reject":
+            assert holder is not None
+            sync.rollback(raw)
+            return AlreadyExists(key, holder[0], holder[3])
+        if choice == "reuse":
+            sync.commit(raw)
+            return (None, holder, None)
         canceled = None
-        if current is not None:
-            status = current[3]
-            if conflict == "reject":
-                sync.rollback(raw)
-                error = AlreadyExists(key)
-                error.task_id = current[0]
-                return error
-            keep = status in LIVE_STATUSES or (
-                conflict == "reuse-succeeded" and status == "succeeded"
-            )
-            if conflict != "replace" and keep:
-                sync.commit(raw)
-                return ("existing", current, None)
-            if status in LIVE_STATUSES:
-                rows = raw.execute(_sql("cancel"), {"id": current[0], "now_ms": now}).fetchall()
-                canceled = rows[0] if rows else None
+        if choice == "cancel-and-insert":
+            assert holder is not None
+            rows = raw.execute(_sql("cancel"), {"id": holder[0], "now_ms": now}).fetchall()
+            canceled = rows[0] if rows else None
         sync.stamp(params, now)
         raw.execute(_sql("insert_task"), params).fetchall()
         raw.execute(
@@ -1244,7 +1256,7 @@ def _keyed_submit(
     except BaseException:
         sync.rollback(raw)
         raise
-    return ("inserted", now, canceled)
+    return (now, holder, canceled)
 
 
 def _keyed_update(raw: sqlite3.Connection, key: str, sql: str, extra: dict[str, Any]) -> sync.Rows:

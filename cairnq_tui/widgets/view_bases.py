@@ -31,8 +31,8 @@ from textual.message import Message
 from textual.worker import Worker as TextualWorker
 
 from cairnq_tui import keymap
-from cairnq_tui.console import Console, console_of
 from cairnq_tui.messages import DataMessage
+from cairnq_tui.ports import Console, console_of
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -42,7 +42,6 @@ class ConsoleNode:
     """Mixin (before the Textual class) of the console's views and screens."""
 
     if TYPE_CHECKING:  # what the Textual class it is mixed into provides
-
         app: App[object]
 
         def post_message(self, message: Message) -> bool: ...
