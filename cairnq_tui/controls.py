@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
+from cairnq_tui import actions
+from cairnq_tui.actions import BULK_CAP, LIVE, RETRYABLE
 from cairnq_tui.formatting import clean, duration, quoted
 from cairnq_tui.messages import ControlFinished
 from cairnq_tui.ports import Console
@@ -23,11 +25,6 @@ from cairnq_tui.screens.purge import PurgeRequest, PurgeScreen
 from cairnq_tui.screens.submit import SubmitRequest, SubmitScreen
 from engine import AlreadyExists, Task, TaskRef
 from engine.inspection import TaskFilter
-
-#: The most tasks one "all matching" cancel or retry touches.
-BULK_CAP = 1_000
-LIVE = ("queued", "running")
-RETRYABLE = ("failed", "canceled")
 
 
 class TaskLike(Protocol):
@@ -158,10 +155,7 @@ class Controls:
         )
 
     async def _cancel_ids(self, ids: Sequence[str]) -> None:
-        changed = 0
-        for task_id in ids:
-            if await self.app.client.cancel(task_id) is not None:
-                changed += 1
+        changed = len(await actions.cancel_ids(self.app.client, ids))
         skipped = len(ids) - changed
         extra = f"; {skipped} were no longer live" if skipped else ""
         self._finish(f"Canceled or cancel-requested {changed} task(s){extra}.")
@@ -252,10 +246,7 @@ class Controls:
         self._run(count, "count")
 
     async def _retry_ids(self, ids: Sequence[str], reset: bool) -> None:
-        changed = 0
-        for task_id in ids:
-            if await self.app.client.retry(task_id, reset_attempt=reset) is not None:
-                changed += 1
+        changed = len(await actions.retry_ids(self.app.client, ids, reset))
         skipped = len(ids) - changed
         extra = f"; {skipped} were no longer failed or canceled" if skipped else ""
         how = " with attempts reset" if reset else ""
@@ -450,16 +441,6 @@ class Controls:
         )
 
     async def _purge(self, request: PurgeRequest) -> None:
-        total = 0
-        while True:
-            batch = await self.app.client.purge(
-                older_than_ms=request.older_than_ms,
-                queue=request.queue,
-                status=request.status,
-                name=request.name,
-                limit=1_000,
-            )
-            total += len(batch)
-            if len(batch) < 1_000:
-                break
+        rule = actions.PurgeRule(request.older_than_ms, request.queue, request.status, request.name)
+        total = await actions.purge(self.app.client, rule)
         self._finish(f"Purged {total:,} task(s).")
