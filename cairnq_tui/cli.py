@@ -269,6 +269,9 @@ def run_hosting(app: ConsoleApp | Served, host: WorkerHost | None, *, started: b
     finally:
         if host is not None:
             host.shutdown()
+            left = host.left_running_line()
+            if left is not None:
+                print(left, file=sys.stderr)
     return app.return_code or 0
 
 

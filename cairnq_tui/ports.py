@@ -22,7 +22,7 @@ from cairnq_tui.hosting import WorkerHost
 from cairnq_tui.messages import DataMessage
 from cairnq_tui.settings import Settings
 from engine import CairnQ, TaskStore
-from engine.inspect import Inspector, TaskFilter
+from engine.inspection import Inspector, TaskFilter
 from engine.snapshots import WaitSnapshot
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from textual.worker import Worker as TextualWorker
 
 from cairnq_tui.settings import Settings
 from engine import CairnQ
-from engine.inspect import Inspector
+from engine.inspection import Inspector
 
 ResultT = TypeVar("ResultT")
 

@@ -18,7 +18,7 @@ from cairnq_tui.formatting import clean, quoted
 from cairnq_tui.ports import TaskLike
 from cairnq_tui.screens.prompt import PromptScreen
 from engine import Task
-from engine.inspect import TaskFilter
+from engine.inspection import TaskFilter
 
 #: The most tasks one "all matching" cancel or retry touches.
 BULK_CAP = 1_000

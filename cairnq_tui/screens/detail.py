@@ -32,7 +32,7 @@ from cairnq_tui.widgets.key_footer import KeyFooter
 from cairnq_tui.widgets.status_bar import StatusBar
 from cairnq_tui.widgets.view_bases import DataNode
 from engine import Task
-from engine.inspect import TaskDetail
+from engine.inspection import TaskDetail
 
 JSON_FIELDS = ("payload", "result", "error", "metadata")
 

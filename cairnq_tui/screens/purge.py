@@ -16,7 +16,7 @@ from cairnq_tui import keymap
 from cairnq_tui.formatting import parse_duration_ms, quoted
 from cairnq_tui.widgets.field import Field
 from cairnq_tui.widgets.view_bases import ConsoleNode
-from engine.inspect import CappedCount, Inspector
+from engine.inspection import CappedCount, Inspector
 
 TERMINAL = ("succeeded", "failed", "canceled")
 

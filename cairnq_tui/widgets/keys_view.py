@@ -23,7 +23,7 @@ from cairnq_tui.widgets.keyed_table import KeyedTable
 from cairnq_tui.widgets.task_rows import OpensTaskRows
 from cairnq_tui.widgets.view_bases import DataView
 from engine import TaskRef, TaskTimeout, active_waits
-from engine.inspect import KeyPage
+from engine.inspection import KeyPage
 
 PAGE_SIZE = 50
 FOLLOW_TIMEOUT_MS = 24 * 3_600_000

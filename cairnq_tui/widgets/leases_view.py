@@ -18,7 +18,7 @@ from cairnq_tui.messages import LeasesRefreshed
 from cairnq_tui.widgets.keyed_table import KeyedTable
 from cairnq_tui.widgets.task_rows import OpensTaskRows
 from cairnq_tui.widgets.view_bases import DataView
-from engine.inspect import LeaseInfo
+from engine.inspection import LeaseInfo
 
 LIMIT = 500
 COLUMNS = [

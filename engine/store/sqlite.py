@@ -17,7 +17,7 @@ Where the work runs:
   NORMAL, whole write transactions and group-commit batches run inline; a busy
   database is waited out with ``asyncio.sleep`` (1 ms doubling to 10 ms,
   jittered) until the caller's ``busy_timeout_ms`` budget is spent, then
-  ``sqlite3.OperationalError`` ("database is locked"). A threading lock
+  ``StoreLocked`` ("database is locked"). A threading lock
   (``_owner``) gives the writer connection to one user at a time.
 * **Reads** use a second, ``query_only`` connection inline (WAL readers never
   wait for writers); a read that would wait, and every read of an in-memory
@@ -59,7 +59,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
@@ -68,19 +68,23 @@ import aiosqlite
 
 from engine import _json, _rules
 from engine._clock import now_ms
-from engine._errors import AlreadyExists, LostLease, StoreClosed, StoreUnavailable
+from engine._errors import AlreadyExists, LostLease, StoreClosed, StoreLocked, StoreUnavailable
 from engine._models import LIVE_STATUSES, TASK_COLUMNS, Task, TaskRef, in_claim_order
 from engine._sql import migrations, specialise, statement
 from engine.store import _sqlite_sync as sync
 from engine.store._base import (
     LEASE_EXPIRED_JSON,
+    ClaimArgs,
     CompletingClaim,
     NewTask,
     Plan,
     StoreCapabilities,
     TaskStore,
+    screen_plan,
     task_from_values,
+    undecodable,
 )
+from engine.store._faults import locked, sqlite_fault
 from engine.store._signals import Wake
 from engine.store._sqlite_commits import CommitWatch
 from engine.store._sqlite_group import GroupCommit, backoff
@@ -180,7 +184,9 @@ class SQLiteStore(TaskStore):
         path: the database file (its parent directory is created), ``":memory:"``,
             or a ``file:`` URI.
         busy_timeout_ms: how long a write may wait for another connection's lock
-            before failing with ``sqlite3.OperationalError`` ("database is locked").
+            before failing with ``StoreLocked`` ("database is locked"). Other
+            storage faults raise ``StorageFull`` (disk full) or ``StorageError``
+            (I/O error, damaged file), SQLite's error as ``__cause__``.
         read_only: open the file read-only; no migration runs and every write
             raises ``StoreUnavailable``.
         migrate: apply missing migrations on connect; when False, a database
@@ -344,20 +350,27 @@ class SQLiteStore(TaskStore):
             raise StoreUnavailable(f"cannot open SQLite database {self._path}: {exc}") from exc
         raw = conn._conn  # the stdlib connection; its users take turns via _owner
         try:
-            await self._on_thread(
-                conn,
-                lambda: sync.open_database(  # keyword arguments: a lambda is clearer
-                    raw,
-                    target=self._path,
-                    memory=self._memory,
-                    read_only=self._read_only,
-                    migrate=self._migrate,
-                    busy_timeout_ms=self._busy_timeout_ms,
-                    synchronous=self._synchronous,
-                    migrations=migrations("sqlite"),
-                    protocol_version_sql=_sql("protocol_version"),
-                ),
-            )
+            try:
+                await self._on_thread(
+                    conn,
+                    lambda: sync.open_database(  # keyword arguments: a lambda is clearer
+                        raw,
+                        target=self._path,
+                        memory=self._memory,
+                        read_only=self._read_only,
+                        migrate=self._migrate,
+                        busy_timeout_ms=self._busy_timeout_ms,
+                        synchronous=self._synchronous,
+                        migrations=migrations("sqlite"),
+                        protocol_version_sql=_sql("protocol_version"),
+                    ),
+                )
+            except sqlite3.Error as exc:
+                # open_database raises a busy database as it is: locked, not broken.
+                fault = sqlite_fault(exc, self._path, self._busy_timeout_ms)
+                if fault is None:
+                    fault = StoreUnavailable(f"cannot open SQLite database {self._path}: {exc}")
+                raise fault from exc
             if not self._memory:
                 self._reader = sync.open_reader(location, uri=uri, synchronous=self._synchronous)
                 self._reader_at = (location, uri)
@@ -455,11 +468,22 @@ class SQLiteStore(TaskStore):
         if self._read_only:
             raise StoreUnavailable(f"store {self._path} is open read-only; {what} writes")
 
-    def _locked_error(self) -> sqlite3.OperationalError:
-        return sqlite3.OperationalError(
-            f"database is locked: {self._path} stayed locked by another connection "
-            f"for busy_timeout_ms={self._busy_timeout_ms}"
-        )
+    def _locked_error(self, cause: BaseException | None = None) -> StoreLocked:
+        """``StoreLocked`` for a write whose busy budget ran out (``cause``: SQLite's error)."""
+        error = locked(self._path, self._busy_timeout_ms)
+        error.__cause__ = cause
+        return error
+
+    @contextlib.contextmanager
+    def _faults(self) -> Iterator[None]:
+        """Storage faults raised inside as engine errors (``_faults.sqlite_fault``)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            fault = sqlite_fault(exc, self._path, self._busy_timeout_ms)
+            if fault is None:
+                raise
+            raise fault from exc
 
     @staticmethod
     def _poster(conn: aiosqlite.Connection) -> Callable[[Callable[[], None]], None]:
@@ -496,7 +520,7 @@ class SQLiteStore(TaskStore):
         runs on the writer thread instead (its COMMIT waits for the disk). ``fn``
         starts and ends with no transaction open and raises ``Busy`` only when
         nothing was done (a bare statement or a BEGIN was refused). Raises
-        ``sqlite3.OperationalError`` once the budget is spent.
+        ``StoreLocked`` once the budget is spent.
         """
         conn, raw = await self._ready()
         off_loop = commits and self._offload
@@ -507,6 +531,7 @@ class SQLiteStore(TaskStore):
             attempt = 0
             ran = False
             waiting = False
+            cause: BaseException | None = None
             while True:
                 await self._session_free()
                 # Not owned: another thread's loop is flushing, or the writer
@@ -519,14 +544,18 @@ class SQLiteStore(TaskStore):
                         try:
                             # The thread lets go of the connection itself, so a
                             # cancelled caller cannot free it while it is in use.
-                            return await self._on_thread(conn, self._then_release, fn, raw, *args)
-                        except sync.Busy:
-                            pass
+                            with self._faults():
+                                return await self._on_thread(
+                                    conn, self._then_release, fn, raw, *args
+                                )
+                        except sync.Busy as busy:
+                            cause = busy.__cause__
                     else:
                         try:
-                            result = fn(raw, *args)
-                        except sync.Busy:
-                            pass
+                            with self._faults():
+                                result = fn(raw, *args)
+                        except sync.Busy as busy:
+                            cause = busy.__cause__
                         else:
                             ran = True
                         finally:
@@ -536,7 +565,7 @@ class SQLiteStore(TaskStore):
                             return result
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise self._locked_error()
+                    raise self._locked_error(cause)
                 await asyncio.sleep(min(backoff(attempt), remaining))
                 attempt += 1
         finally:
@@ -639,10 +668,12 @@ class SQLiteStore(TaskStore):
         if reader is not None and self._reader_lock.acquire(blocking=False):
             rows: sync.Rows | None = None
             try:
-                rows = reader.execute(sql, params).fetchall()
-            except sqlite3.OperationalError as exc:
-                if not sync.is_busy(exc):
-                    raise
+                with self._faults():
+                    try:
+                        rows = reader.execute(sql, params).fetchall()
+                    except sqlite3.OperationalError as exc:
+                        if not sync.is_busy(exc):
+                            raise
             finally:
                 self._reader_lock.release()
             if rows is not None:
@@ -655,7 +686,8 @@ class SQLiteStore(TaskStore):
         if self._group is None or self._closed:
             await self._ready()
         assert self._group is not None
-        return await self._group.submit(sql, params, self._busy_timeout_ms / 1000)
+        with self._faults():
+            return await self._group.submit(sql, params, self._busy_timeout_ms / 1000)
 
     def _refresh_statistics_if_due(self) -> None:
         """Planner statistics at most every 60 s, on the housekeeping thread (never inline).
@@ -780,9 +812,10 @@ class SQLiteStore(TaskStore):
         if self._reader_at is not None:
             if self._inspect_thread is None:
                 self._inspect_thread = ThreadPoolExecutor(1, thread_name_prefix="cairnq-inspect")
-            return await asyncio.get_running_loop().run_in_executor(
-                self._inspect_thread, self._inspect_read, sql, bound
-            )
+            with self._faults():
+                return await asyncio.get_running_loop().run_in_executor(
+                    self._inspect_thread, self._inspect_read, sql, bound
+                )
         names, rows = await self._retrying(sync.fetch_described, sql, bound, commits=False)
         return [dict(zip(names, row, strict=True)) for row in rows]
 
@@ -817,6 +850,13 @@ class SQLiteStore(TaskStore):
         self._check_writable("retry")
         params = {"id": task_id, "reset_attempt": int(reset_attempt)}
         _, rows = await self._write(_sql("retry"), params)
+        return _first_task(rows)
+
+    async def _reschedule(
+        self, statement: str, task_id: str, params: dict[str, Any]
+    ) -> Task | None:
+        self._check_writable(statement)
+        _, rows = await self._write(_sql(statement), {"id": task_id, **params})
         return _first_task(rows)
 
     async def _by_key(self, key: str, name: str, extra: dict[str, Any]) -> Task | None:
@@ -932,7 +972,22 @@ class SQLiteStore(TaskStore):
         self._refresh_statistics_if_due()
         recovered, claimed = await self._retrying(sync.transaction, steps)
         self._announce_recovered(recovered)
-        return in_claim_order(_task(r) for r in claimed)
+        tasks = in_claim_order(_task(r) for r in claimed)
+        set_aside = [task for task in tasks if undecodable(task)]
+        if not set_aside:
+            return tasks
+        # Never handed out: failed for good, and the shortfall claimed again.
+        await self._fail_undecodable(set_aside)
+        kept = [task for task in tasks if not undecodable(task)]
+        if len(tasks) == limit:
+            kept += await self.claim(
+                queues=args.queues,
+                worker_id=args.worker_id,
+                lease_ms=args.lease_ms,
+                limit=len(set_aside),
+                names=args.names,
+            )
+        return kept
 
     async def _claim_session(
         self,
@@ -968,7 +1023,8 @@ class SQLiteStore(TaskStore):
         recover_params = {"lease_expired_error": LEASE_EXPIRED_JSON}
         recovered = await self._begin_session(lambda: sync.begin_with(raw, recover, recover_params))
         try:
-            value = await self._plan_and_commit(conn, raw, queues, worker_id, lease_ms, plan)
+            with self._faults():
+                value = await self._plan_and_commit(conn, raw, queues, worker_id, lease_ms, plan)
         finally:
             self._end_session()
         self._announce_recovered(recovered)
@@ -987,6 +1043,7 @@ class SQLiteStore(TaskStore):
         attempt = 0
         self._refresh_statistics_if_due()
         waiting = False
+        cause: BaseException | None = None
         try:
             while True:
                 await self._session_lock.acquire()
@@ -995,8 +1052,10 @@ class SQLiteStore(TaskStore):
                 waiting = self._still_waiting(waiting, owned)
                 if owned:
                     try:
-                        return begin()
-                    except sync.Busy:
+                        with self._faults():
+                            return begin()
+                    except sync.Busy as busy:
+                        cause = busy.__cause__
                         self._owner.release()
                     except BaseException:
                         self._owner.release()
@@ -1005,7 +1064,7 @@ class SQLiteStore(TaskStore):
                 self._end_session()
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise self._locked_error()
+                    raise self._locked_error(cause)
                 await asyncio.sleep(min(backoff(attempt), remaining))
                 attempt += 1
         finally:
@@ -1087,13 +1146,22 @@ class SQLiteStore(TaskStore):
 
         Raises:
             ValueError: malformed ids, queues or names.
-            sqlite3.OperationalError: the database stayed locked for
+            StoreLocked: the database stayed locked for
                 ``busy_timeout_ms``.
         """
         del single_draw
         ids = _rules.text_list(complete_ids, "complete_ids", refuses_nul=self.text_refuses_nul)
         args = self.check_claim(queues, worker_id, lease_ms, names)
         self._check_writable("claim_session_completing")
+        plan, set_aside = screen_plan(plan, top_up=True)
+        try:
+            return await self._completing(ids, args, plan)
+        finally:
+            await self._fail_undecodable(set_aside)
+
+    async def _completing(
+        self, ids: builtins.list[str], args: ClaimArgs, plan: Plan[T]
+    ) -> CompletingClaim[T]:
         if args.names == [] or not await self._probe(args.queues, args.names):
             return CompletingClaim(await self._settle_alone(ids, args.worker_id), None, None)
         conn, raw = await self._ready()
@@ -1112,9 +1180,10 @@ class SQLiteStore(TaskStore):
                     claim_error = started
                 else:
                     try:
-                        value = await self._plan_and_commit(
-                            conn, raw, args.queues, args.worker_id, args.lease_ms, plan
-                        )
+                        with self._faults():
+                            value = await self._plan_and_commit(
+                                conn, raw, args.queues, args.worker_id, args.lease_ms, plan
+                            )
                     except Exception as exc:
                         claim_error = exc
             finally:

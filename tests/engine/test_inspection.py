@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine._inspect import normalise_id_prefix, prefix_range
+from engine._inspect_search import normalise_id_prefix, prefix_range
 from engine._sql import statement_names
-from engine.inspect import CappedCount, Inspector, TaskFilter
+from engine.inspection import CappedCount, Inspector, TaskFilter
 from engine.store import TaskStore
 
 
