@@ -13,6 +13,7 @@ from cairnq_tui.controls._write_path import WritePath
 from cairnq_tui.formatting import clean, duration, quoted
 from cairnq_tui.screens.submit import SubmitRequest, SubmitScreen
 from engine import AlreadyExists, TaskRef
+from engine.inspection import UndecodableJSON
 
 
 class SubmitControls(WritePath):
@@ -39,6 +40,13 @@ class SubmitControls(WritePath):
             )
             if task is None or not keys:
                 self._finish("Replace needs a task that a key points at.", "warning")
+                return
+            if isinstance(task.payload, UndecodableJSON):
+                self._finish(
+                    f"{task.id}'s payload cannot be decoded ({task.payload.reason}): "
+                    "there is nothing to prefill; submit a new task under its key instead.",
+                    "warning",
+                )
                 return
             prefill = SubmitRequest(
                 name=task.name,
