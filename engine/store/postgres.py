@@ -22,6 +22,7 @@ import contextlib
 import math
 import re
 import select
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -65,6 +66,9 @@ Conn = psycopg.AsyncConnection[dict[str, Any]]
 
 SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 _PROTOCOL_VERSION = 1
+#: After the pool kept a read waiting (``read_own_connection_after_s``), reads skip
+#: the wait for a pooled connection this long: the pool is reconnecting.
+_RECOVERING_S = 5.0
 
 # The ledger is created by the SDK, not by a migration (§1.2); these three texts
 # are the migration runner's own, not protocol statements.
@@ -133,6 +137,14 @@ class PostgresStore(TaskStore):
         migrate: apply missing migrations on connect.
         connect_timeout_s: bound on opening a connection, and on waiting for a
             pooled one, so an unreachable server fails instead of hanging.
+        read_own_connection_after_s: None (the default): reads wait for a pooled
+            connection like writes. A number: a read that waited this long for
+            one runs on a connection of its own instead (closed after it), and
+            for a few seconds after the pool kept one waiting, the next ones do
+            not wait. After
+            an outage the pool reconnects with a growing back-off (1, 2, 4 … s);
+            a console passes a short wait here so it is live as soon as the
+            server answers rather than when the pool's next attempt comes.
 
     Raises:
         ValueError: malformed DSN, bad schema name or pool sizes.
@@ -153,6 +165,7 @@ class PostgresStore(TaskStore):
         read_only: bool = False,
         migrate: bool = True,
         connect_timeout_s: float = 5.0,
+        read_own_connection_after_s: float | None = None,
     ) -> None:
         _rules.text(dsn, "dsn")
         _rules.integer(min_size, "min_size", minimum=0)
@@ -161,6 +174,11 @@ class PostgresStore(TaskStore):
             raise ValueError(f"schema must match {SCHEMA_NAME.pattern}, got {schema!r}")
         if not connect_timeout_s > 0:
             raise ValueError("connect_timeout_s must be > 0")
+        if read_own_connection_after_s is not None and not read_own_connection_after_s >= 0:
+            raise ValueError("read_own_connection_after_s must be >= 0 or None")
+        self._own_after_s = read_own_connection_after_s
+        #: Until when (monotonic) reads skip the wait for a pooled connection.
+        self._pool_recovering_until = 0.0
         try:
             params = conninfo_to_dict(dsn)
         except psycopg.ProgrammingError as exc:
@@ -424,7 +442,7 @@ class PostgresStore(TaskStore):
         self._inflight += 1
         try:
             with self._faults():
-                return await self._on_connection(work, retry=retry)
+                return await self._on_connection(work, retry=retry, own_ok=not write)
         finally:
             self._done_one()
 
@@ -454,12 +472,20 @@ class PostgresStore(TaskStore):
             self._drained.set()
 
     async def _on_connection(
-        self, work: Callable[[Conn], Awaitable[T]], *, retry: bool = False
+        self, work: Callable[[Conn], Awaitable[T]], *, retry: bool = False, own_ok: bool = False
     ) -> T:
-        """``work`` on a pooled connection (``_run`` without admission or counting)."""
+        """``work`` on a pooled connection (``_run`` without admission or counting).
+
+        ``own_ok`` (reads): with ``read_own_connection_after_s`` set, a read that
+        gets no pooled connection in that time runs on one of its own.
+        """
         pool = self._pool
         if pool is None:
             raise StoreClosed(f"store {self.target} is closed")
+        wait: float | None = None
+        if own_ok and self._own_after_s is not None:
+            recovering = time.monotonic() < self._pool_recovering_until
+            wait = 0.001 if recovering else self._own_after_s
         retried = discarded = 0
         while True:
             # getconn/putconn rather than ``pool.connection()``: that context
@@ -468,9 +494,11 @@ class PostgresStore(TaskStore):
             # commit (every transaction here is closed by its own block, and
             # putconn rolls back one left open), so it only cost time per call.
             try:
-                conn = await pool.getconn()
+                conn = await pool.getconn(timeout=wait)
             except PoolTimeout as exc:
-                raise self._unavailable(exc) from exc
+                if wait is None:
+                    raise self._unavailable(exc) from exc
+                return await self._on_own_connection(work)
             try:
                 if _terminated(conn):
                     # Never used, so safe to skip even for writes; the pool
@@ -491,6 +519,20 @@ class PostgresStore(TaskStore):
             if not retry or retried:
                 raise self._unavailable(lost) from lost
             retried += 1
+
+    async def _on_own_connection(self, work: Callable[[Conn], Awaitable[T]]) -> T:
+        """A read the pool could not serve in time, on a connection of its own."""
+        self._pool_recovering_until = time.monotonic() + _RECOVERING_S
+        conn = await self._open_session()  # StoreUnavailable while the server is away
+        try:
+            result = await work(conn)
+        except psycopg.OperationalError as exc:
+            if not (conn.broken or conn.closed):
+                raise
+            raise self._unavailable(exc) from exc
+        finally:
+            await conn.close()
+        return result
 
     async def _grouped(
         self, name: str | None, params: Mapping[str, Any], order: str
