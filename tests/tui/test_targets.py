@@ -12,6 +12,7 @@ from console_states import build_demo_db, demo_app, demo_rows, fill_submit, sett
 from textual.widgets import Button, Input, OptionList
 
 from cairnq_tui.clock import system_clock
+from cairnq_tui.hosting import WorkerHost
 from cairnq_tui.screens.confirm import ConfirmScreen
 from cairnq_tui.screens.purge import PurgeScreen
 from cairnq_tui.screens.targets import TargetPickerScreen
@@ -219,17 +220,29 @@ def test_only_the_write_path_confirms_or_starts_a_write() -> None:
     assert workers == ["controls/_write_path.py"]
 
 
+@pytest.mark.parametrize(
+    ("specs", "said"),
+    [
+        (["myapp.jobs:worker"], "This console hosts --worker myapp.jobs:worker on its target"),
+        (["a:w", "b:w"], "This console hosts --worker a:w, b:w on its target"),
+        # The demo hosts its worker without any --worker: it says so in its own words.
+        (["cairnq_tui.demo:make_worker"], "This console hosts the demo worker on its target"),
+    ],
+)
 async def test_switching_is_refused_while_the_console_hosts_workers(
-    two_targets: tuple[Path, Path],
+    two_targets: tuple[Path, Path], specs: list[str], said: str
 ) -> None:
     app = on_demo(two_targets)
-    app.host = object()  # type: ignore[assignment]  # hosting is all that is checked here
+    # An unstarted host: what it hosts is all the refusal looks at.
+    app.host = WorkerHost(specs, make_store=lambda: app.store, target_text="unused")
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("colon")
         await pilot.pause()
         assert not isinstance(app.screen, TargetPickerScreen)
         assert app.settings.name == "demo"
+        messages = [n.message for n in app._notifications]
+        assert [m for m in messages if "cannot switch" in m] == [f"{said}: it cannot switch."]
 
 
 async def test_the_palette_offers_every_target(two_targets: tuple[Path, Path]) -> None:
