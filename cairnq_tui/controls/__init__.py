@@ -14,7 +14,7 @@ from cairnq_tui.controls._host import ControlHost
 from cairnq_tui.controls._pending import PENDING_AFTER_S, PendingWrite
 from cairnq_tui.controls._purge import PurgeControls
 from cairnq_tui.controls._submit import SubmitControls
-from cairnq_tui.controls._tasks import BULK_CAP, ONLY_REQUESTED, TaskControls
+from cairnq_tui.controls._tasks import ONLY_REQUESTED, TaskControls
 from cairnq_tui.controls._write_path import WritePath
 
 
@@ -23,7 +23,6 @@ class ConsoleControls(TaskControls, SubmitControls, PurgeControls):
 
 
 __all__ = [
-    "BULK_CAP",
     "ONLY_REQUESTED",
     "PENDING_AFTER_S",
     "ConsoleControls",

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from cairnq_tui import actions
 from cairnq_tui.controls._write_path import WritePath
 from cairnq_tui.formatting import duration
 from cairnq_tui.screens.purge import PurgeRequest, PurgeScreen
-
-BATCH = 1_000
 
 
 class PurgeControls(WritePath):
@@ -49,22 +48,12 @@ class PurgeControls(WritePath):
             )
             return (
                 f"{left} of the {request.preview} task(s) are still there (batches of "
-                f"{BATCH:,} that committed before the abandon are gone)."
+                f"{actions.PURGE_BATCH:,} that committed before the abandon are gone)."
             )
 
         return verify
 
     async def _purge(self, request: PurgeRequest) -> None:
-        total = 0
-        while True:
-            batch = await self.app.client.purge(
-                older_than_ms=request.older_than_ms,
-                queue=request.queue,
-                status=request.status,
-                name=request.name,
-                limit=BATCH,
-            )
-            total += len(batch)
-            if len(batch) < BATCH:
-                break
+        rule = actions.PurgeRule(request.older_than_ms, request.queue, request.status, request.name)
+        total = await actions.purge(self.app.client, rule)
         self._finish(f"Purged {total:,} task(s).")

@@ -13,6 +13,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
+from cairnq_tui import actions
+from cairnq_tui.actions import BULK_CAP, LIVE, RETRYABLE
 from cairnq_tui.controls._write_path import WritePath
 from cairnq_tui.formatting import clean, quoted
 from cairnq_tui.ports import TaskLike
@@ -20,10 +22,6 @@ from cairnq_tui.screens.prompt import PromptScreen
 from engine import Task
 from engine.inspection import TaskFilter
 
-#: The most tasks one "all matching" cancel or retry touches.
-BULK_CAP = 1_000
-LIVE = ("queued", "running")
-RETRYABLE = ("failed", "canceled")
 #: What a cancel request means for a running task, said wherever one is made.
 ONLY_REQUESTED = (
     "a running task only gets a cancel request: it stops when its handler checks "
@@ -142,15 +140,9 @@ class TaskControls(WritePath):
         )
 
     async def _cancel_ids(self, ids: Sequence[str], *, cleared: bool = False) -> None:
-        ended = requested = 0
-        for task_id in ids:
-            after = await self.app.client.cancel(task_id)
-            if after is None:
-                continue
-            if after.status == "canceled":
-                ended += 1
-            else:
-                requested += 1
+        changed = await actions.cancel_ids(self.app.client, ids)
+        ended = sum(1 for after in changed if after.status == "canceled")
+        requested = len(changed) - ended
         parts = [f"Canceled {_plural(ended, 'task')}"]
         if requested:
             parts.append(
@@ -264,10 +256,7 @@ class TaskControls(WritePath):
         self._read(count, "count")
 
     async def _retry_ids(self, ids: Sequence[str], reset: bool, *, cleared: bool = False) -> None:
-        changed = 0
-        for task_id in ids:
-            if await self.app.client.retry(task_id, reset_attempt=reset) is not None:
-                changed += 1
+        changed = len(await actions.retry_ids(self.app.client, ids, reset))
         skipped = len(ids) - changed
         extra = f"; {skipped} were no longer failed or canceled" if skipped else ""
         how = " with attempts reset" if reset else ""

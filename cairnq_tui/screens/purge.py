@@ -13,12 +13,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
 from cairnq_tui import keymap
+from cairnq_tui.actions import TERMINAL
 from cairnq_tui.formatting import parse_duration_ms, quoted
 from cairnq_tui.widgets.field import Field
 from cairnq_tui.widgets.view_bases import ConsoleNode
 from engine.inspection import CappedCount, Inspector
-
-TERMINAL = ("succeeded", "failed", "canceled")
 
 
 @dataclass(frozen=True)
