@@ -26,7 +26,7 @@ from textual.worker import WorkerState
 from cairnq_tui import keymap
 from cairnq_tui.clock import Clock, system_clock
 from cairnq_tui.commands import ConsoleCommands
-from cairnq_tui.controls import Controls
+from cairnq_tui.controls import ConsoleControls, ControlHost
 from cairnq_tui.formatting import clean
 from cairnq_tui.hosting import DEFAULT_GRACE_S, WorkerHost, quitting_notice
 from cairnq_tui.messages import ControlFinished, DatabaseWoke, DataMessage, StoreConnected
@@ -37,7 +37,7 @@ from cairnq_tui.screens.main import MainScreen
 from cairnq_tui.settings import (
     Settings as Settings,  # (re-exported: tests and benches import it here)
 )
-from cairnq_tui.switching import GuardedControls, TargetCommands, pick_target
+from cairnq_tui.switching import SwitchHost, TargetCommands, pick_target
 from cairnq_tui.widgets.status_bar import StatusBar
 from cairnq_tui.widgets.view_bases import DataNode
 from engine import CairnQ, TaskStore, WatchSignal, active_waits
@@ -100,7 +100,7 @@ class ConsoleApp(App[None]):
         self.wait_registry = wait_registry
         self.client = CairnQ(store)
         self.inspector = Inspector(store, clock=clock)
-        self.controls: Controls = GuardedControls(self)
+        self.controls = ConsoleControls(self)
         self.read_only = settings.read_only
         self.connected = False
         self.meta: dict[str, str] = {}
@@ -264,11 +264,6 @@ class ConsoleApp(App[None]):
         await self.store.close()
 
     # -- refresh loop ------------------------------------------------------------------------
-
-    @property
-    def refreshing(self) -> bool:
-        """True from the start of a refresh until its result is drawn."""
-        return self._in_flight
 
     @property
     def dialog_open(self) -> bool:
@@ -577,5 +572,15 @@ class ConsoleApp(App[None]):
 
 
 def _implements_console(app: ConsoleApp) -> Console:
-    """(For mypy: ``ConsoleApp`` is a ``Console``, what views and controls rely on.)"""
+    """(For mypy: ``ConsoleApp`` is what views and screens rely on ...)"""
+    return app
+
+
+def _implements_control_host(app: ConsoleApp) -> ControlHost:
+    """(... what the controls rely on ...)"""
+    return app
+
+
+def _implements_switch_host(app: ConsoleApp) -> SwitchHost:
+    """(... and what switching targets relies on.)"""
     return app

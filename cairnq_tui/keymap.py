@@ -61,6 +61,7 @@ QUEUES: list[BindingType] = [
 LEASES: list[BindingType] = [
     Binding("enter", "open_task", "Detail"),
     Binding("c", "cancel", "Cancel"),
+    Binding("C", "cancel_worker", "Cancel worker's tasks", key_display="C"),
 ]
 
 KEYS: list[BindingType] = [
@@ -88,6 +89,9 @@ CONFIRM: list[BindingType] = [
 ]
 
 DIALOG: list[BindingType] = [Binding("escape", "dismiss_none", "Back")]
+
+#: A write the database has not answered yet (``screens/pending.py``).
+PENDING: list[BindingType] = [Binding("escape", "abandon", "Abandon the write")]
 
 SUBMIT: list[BindingType] = [
     Binding("ctrl+s", "submit", "Submit"),
@@ -140,6 +144,7 @@ CONTROL_ACTIONS = frozenset(
         "purge",
         "cancel",
         "cancel_matching",
+        "cancel_worker",
         "retry",
         "retry_matching",
         "replace",

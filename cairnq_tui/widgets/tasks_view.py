@@ -10,6 +10,7 @@ a fixed width so that keys arriving late do not move the columns after it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from rich.text import Text
@@ -415,8 +416,20 @@ class TasksView(OpensTaskRows, DataView):
         self.selected ^= {row.id}
         self.draw()
 
+    def _clear_after(self) -> Callable[[], None] | None:
+        """When the targets are the selection: what clears it once the write is confirmed
+        (a selection never outlives its action, so a second key cannot act on it again)."""
+        if self.page is None or not any(r.id in self.selected for r in self.page.rows):
+            return None
+
+        def clear() -> None:
+            self.selected.clear()
+            self.draw()
+
+        return clear
+
     def action_cancel(self) -> None:
-        self.console.controls.cancel_tasks(self.targets())
+        self.console.controls.cancel_tasks(self.targets(), clear=self._clear_after())
 
     def _bulk_filter(self) -> TaskFilter | None:
         """The filter a bulk action works on: the name filter resolved to one name."""
@@ -438,7 +451,7 @@ class TasksView(OpensTaskRows, DataView):
             self.console.controls.cancel_matching(flt)
 
     def action_retry(self) -> None:
-        self.console.controls.retry_tasks(self.targets())
+        self.console.controls.retry_tasks(self.targets(), clear=self._clear_after())
 
     def action_retry_matching(self) -> None:
         if (flt := self._bulk_filter()) is not None:
