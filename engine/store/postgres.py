@@ -55,8 +55,8 @@ from engine.store._base import (
     TaskStore,
     task_from_values,
 )
-from engine.store._pg_group import WriteGroup, lost
-from engine.store._pg_listener import Listener
+from engine.store._pg_commits import CommitWatch
+from engine.store._pg_group import GroupCommit, lost
 
 T = TypeVar("T")
 Conn = psycopg.AsyncConnection[dict[str, Any]]
@@ -188,7 +188,7 @@ class PostgresStore(TaskStore):
             self._session_kwargs["application_name"] = "cairnq-engine"
 
         self._pool: AsyncConnectionPool[Conn] | None = None
-        self._listener: Listener | None = None
+        self._listener: CommitWatch | None = None
         self._json_decoded = True
         # The table's columns start with the protocol's, in its order (read on
         # connect): task rows may then be decoded by position.
@@ -197,7 +197,7 @@ class PostgresStore(TaskStore):
         self._connect_lock = asyncio.Lock()
         self._inflight = 0
         self._drained: asyncio.Event | None = None
-        self._group = WriteGroup(self._on_connection, _sql("insert_task"), _sql("insert_tasks"))
+        self._group = GroupCommit(self._on_connection, _sql("insert_task"), _sql("insert_tasks"))
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -279,7 +279,7 @@ class PostgresStore(TaskStore):
             self._pool = pool
             listener_kwargs = dict(self._session_kwargs)
             listener_kwargs["application_name"] = "cairnq-engine-listener"
-            self._listener = Listener(self._dsn, listener_kwargs, self.signals)
+            self._listener = CommitWatch(self._dsn, listener_kwargs, self.signals)
             self._listener.start()
 
     async def close(self) -> None:

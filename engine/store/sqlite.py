@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import functools
 import os
 import sqlite3
 import threading
@@ -95,29 +94,14 @@ def _first_task(rows: sync.Rows) -> Task | None:
     return _task(rows[0]) if rows else None
 
 
-@functools.cache
 def purge_statement(active: frozenset[str]) -> str:
-    """``purge`` specialised for the filters given a value, read in completion order.
+    """The purge variant for the filters given a value, read in completion order.
 
-    Each ``purge(limit=n)`` must read about ``n`` candidates, oldest first, not
-    every candidate of the backlog sorted to keep ``n``. With a queue, the
-    partial ``(queue, completed_at_ms)`` index gives that; it is only usable
-    while the literal status list is spelled as in its definition, so that
-    shape is left alone. Otherwise the planner chose (with or without
-    statistics) the three statuses of ``(status, completed_at_ms)`` or every
-    row of a name, then sorted them all. A unary ``+`` on the status list and
-    the name term (same meaning; the list is still spelled literally) leaves
-    ``(completed_at_ms)``, or ``(status, completed_at_ms)`` for one status, as
-    the index to walk (tests/engine/test_query_plans.py).
+    With a queue, ``purge`` (its literal status list matches the partial
+    ``(queue, completed_at_ms)`` index); without, ``purge_by_age``, which hides
+    the indexes that made the planner sort every candidate (its header says how).
     """
-    sql = specialise(_sql("purge"), active)
-    if "queue" in active:
-        return sql
-    by_age = sql.replace("where status in (", "where +status in (", 1)
-    by_age = by_age.replace("and t.name = :name", "and +t.name = :name", 1)
-    if "+status in (" not in by_age or ("name" in active and "+t.name" not in by_age):
-        raise RuntimeError("sql/sqlite/purge.sql changed shape; update purge_statement")
-    return by_age
+    return specialise(_sql("purge" if "queue" in active else "purge_by_age"), active)
 
 
 def _claim_statement(variant: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
