@@ -26,11 +26,11 @@ from textual.worker import WorkerState
 from cairnq_tui import keymap
 from cairnq_tui.clock import Clock, system_clock
 from cairnq_tui.commands import ConsoleCommands
-from cairnq_tui.console import Console
 from cairnq_tui.controls import Controls
 from cairnq_tui.formatting import clean
-from cairnq_tui.hosting import WorkerHost
+from cairnq_tui.hosting import DEFAULT_GRACE_S, WorkerHost, quitting_notice
 from cairnq_tui.messages import ControlFinished, DatabaseWoke, DataMessage, StoreConnected
+from cairnq_tui.ports import Console
 from cairnq_tui.screens.detail import TaskDetailScreen
 from cairnq_tui.screens.help import HelpScreen
 from cairnq_tui.screens.main import MainScreen
@@ -38,10 +38,10 @@ from cairnq_tui.settings import (
     Settings as Settings,  # (re-exported: tests and benches import it here)
 )
 from cairnq_tui.switching import GuardedControls, TargetCommands, pick_target
-from cairnq_tui.widgets.console_node import DataNode
 from cairnq_tui.widgets.status_bar import StatusBar
+from cairnq_tui.widgets.view_bases import DataNode
 from engine import CairnQ, TaskStore, WatchSignal, active_waits
-from engine.inspect import Inspector
+from engine.inspection import Inspector
 from engine.snapshots import WaitSnapshot
 from engine.store import redact_dsn
 
@@ -118,6 +118,7 @@ class ConsoleApp(App[None]):
         self._due_at = float("inf")  # when the armed timer fires (monotonic)
         self._unwatch: Any = None
         self._woke_pending = False
+        self._quitting = False  # waiting for hosted calls before exiting
         self._heap_frozen = False
         self._gc_threshold: tuple[int, int, int] | None = None  # CPython's, to restore
         self._refresh_started = 0.0
@@ -457,6 +458,34 @@ class ConsoleApp(App[None]):
             if isinstance(screen, MainScreen):
                 screen.open_queue(queue)
                 return
+
+    async def action_quit(self) -> None:
+        """Quit; with hosted calls in flight, say on screen what their grace means first.
+
+        The hosted workers are then shut down here, with the notice showing,
+        rather than after the app has left the screen; ``run_hosting`` prints
+        what was abandoned once the terminal is back.
+        """
+        if self._quitting:
+            return
+        host = self.host
+        notice = None
+        if host:
+            snapshots = [s.snapshot for s in await host.statuses() if s.snapshot is not None]
+            notice = quitting_notice(snapshots, DEFAULT_GRACE_S)
+        if notice is None or host is None:
+            self.exit()
+            return
+        self._quitting = True
+        self.notify(notice, title="Quitting", severity="warning", timeout=DEFAULT_GRACE_S + 60)
+        self._quit_after_host(host)
+
+    @work(group="quit", exit_on_error=False)
+    async def _quit_after_host(self, host: WorkerHost) -> None:
+        try:
+            await host.close(DEFAULT_GRACE_S)
+        finally:
+            self.exit()
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

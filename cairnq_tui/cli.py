@@ -259,9 +259,7 @@ def start_hosting(host: WorkerHost | None) -> bool:
     return True
 
 
-def run_hosting(
-    app: ConsoleApp | Served, host: WorkerHost | None, *, started: bool = False
-) -> int:
+def run_hosting(app: ConsoleApp | Served, host: WorkerHost | None, *, started: bool = False) -> int:
     """Start the hosted workers (unless ``started``), run the console (or server), then
     shut them down."""
     if not started and not start_hosting(host):
@@ -271,6 +269,9 @@ def run_hosting(
     finally:
         if host is not None:
             host.shutdown()
+            left = host.left_running_line()
+            if left is not None:
+                print(left, file=sys.stderr)
     return app.return_code or 0
 
 

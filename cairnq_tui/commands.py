@@ -14,7 +14,7 @@ from typing import Any
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from cairnq_tui import keymap
-from cairnq_tui.console import console_of
+from cairnq_tui.ports import console_of
 from cairnq_tui.screens.main import MainScreen
 
 #: keymap section → the view its actions run in (None: the app itself).

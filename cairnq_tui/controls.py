@@ -5,7 +5,7 @@ runs the write in a worker (group ``control``) through the engine's client. The
 outcome comes back as a ``ControlFinished`` message. In read-only mode nothing
 here runs (the actions are disabled, and the store refuses writes anyway).
 
-The controls see the app as a ``Console`` (``console.py``), so this module does
+The controls see the app as a ``Console`` (``ports.py``), so this module does
 not import the app, which builds them.
 """
 
@@ -14,15 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
-from cairnq_tui.console import Console
 from cairnq_tui.formatting import clean, duration, quoted
 from cairnq_tui.messages import ControlFinished
+from cairnq_tui.ports import Console
 from cairnq_tui.screens.confirm import ConfirmScreen
 from cairnq_tui.screens.prompt import PromptScreen
 from cairnq_tui.screens.purge import PurgeRequest, PurgeScreen
 from cairnq_tui.screens.submit import SubmitRequest, SubmitScreen
 from engine import AlreadyExists, Task, TaskRef
-from engine.inspect import TaskFilter
+from engine.inspection import TaskFilter
 
 #: The most tasks one "all matching" cancel or retry touches.
 BULK_CAP = 1_000

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from textual.message import Message
 
 from engine import TaskRef
-from engine.inspect import (
+from engine.inspection import (
     CappedCount,
     KeyPage,
     LeaseInfo,

@@ -21,12 +21,12 @@ from typing import Any
 
 from cairnq_tui import config
 from cairnq_tui.commands import ConsoleCommands
-from cairnq_tui.console import Console, console_of
 from cairnq_tui.controls import Controls
 from cairnq_tui.formatting import clean
+from cairnq_tui.ports import Console, console_of
 from cairnq_tui.screens.targets import TargetPickerScreen, TypeNameScreen
 from cairnq_tui.target import TargetError, check_target, make_store
-from engine.inspect import TaskFilter
+from engine.inspection import TaskFilter
 
 
 def _why_not(app: Console) -> str | None:

@@ -24,7 +24,7 @@ from engine import (
     StoreUnavailable,
     TaskStore,
 )
-from engine.inspect import describe_sqlite_file
+from engine.inspection import describe_sqlite_file
 from engine.store import redact_dsn
 
 DEFAULT_TARGET = "tasks.db"

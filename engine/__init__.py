@@ -3,7 +3,7 @@
 The top level holds the cairnq Python SDK's names, so ``from cairnq import ...``
 can become ``from engine import ...``, plus the engine's own errors and
 ``__version__``. What goes beyond the SDK lives in modules of its own:
-``engine.inspect`` (the read-only ``Inspector`` and its types) and
+``engine.inspection`` (the read-only ``Inspector`` and its types) and
 ``engine.snapshots`` (frozen views of workers and waits in this process).
 """
 
@@ -15,11 +15,15 @@ from engine._errors import (
     AlreadyExists,
     CairnQError,
     LostLease,
+    NotQueued,
     ProtocolVersionMismatch,
     QueueFull,
     SchemaMismatch,
     SerializationError,
+    StorageError,
+    StorageFull,
     StoreClosed,
+    StoreLocked,
     StoreUnavailable,
     TaskCanceled,
     TaskError,
@@ -55,6 +59,7 @@ __all__ = [
     "CairnQError",
     "Conflict",
     "LostLease",
+    "NotQueued",
     "PostgresStore",
     "ProtocolVersionMismatch",
     "QueueFull",
@@ -63,7 +68,10 @@ __all__ = [
     "SQLiteStore",
     "SchemaMismatch",
     "SerializationError",
+    "StorageError",
+    "StorageFull",
     "StoreClosed",
+    "StoreLocked",
     "StoreUnavailable",
     "Task",
     "TaskCanceled",

@@ -187,6 +187,14 @@ class CairnQ:
     async def retry_by_key(self, key: str, *, reset_attempt: bool = False) -> Task | None:
         return await (await self._ready()).retry_by_key(key, reset_attempt=reset_attempt)
 
+    async def run_now(self, task_id: str) -> Task:
+        """Make a queued task due now (ours, beyond the SDK); NotQueued otherwise."""
+        return await (await self._ready()).run_now(task_id)
+
+    async def delay(self, task_id: str, delay_ms: int) -> Task:
+        """Push a queued task back by ``delay_ms`` (ours, beyond the SDK); NotQueued otherwise."""
+        return await (await self._ready()).delay(task_id, delay_ms)
+
     async def purge(
         self,
         *,

@@ -92,7 +92,9 @@ class TaskContext:
 
     @property
     def metadata(self) -> dict[str, Any]:
-        return self._task.metadata
+        metadata = self._task.metadata
+        # A claim never hands over a task whose metadata cannot be decoded.
+        return metadata if isinstance(metadata, dict) else {}
 
     @property
     def payload(self) -> Any:

@@ -64,7 +64,9 @@ class TaskTimeout(CairnQError):
 class TaskFailed(CairnQError):
     """``call`` found the task failed; carries its error envelope."""
 
-    def __init__(self, error: dict[str, Any] | None) -> None:
+    def __init__(self, error: object) -> None:
+        # Anything but a dict (None, or an envelope that cannot be decoded)
+        # reads as an empty envelope.
         envelope = error if isinstance(error, dict) else {}
         self.error: dict[str, Any] = envelope
         self.type = str(envelope.get("type") or "TaskError")
@@ -146,3 +148,40 @@ class StoreClosed(CairnQError):
 
 class StoreUnavailable(CairnQError):
     """The database could not be reached or opened (ours, beyond the SDK surface)."""
+
+
+class StoreLocked(StoreUnavailable):
+    """Another connection held the database's lock longer than this store waits.
+
+    SQLite: a write (or an open) met another connection's lock for longer than
+    ``busy_timeout_ms``. Postgres: a lock wait ran past the session's
+    ``lock_timeout``. Nothing of the operation was done; it may be retried.
+    ``__cause__`` is the driver's error, when there was one.
+    """
+
+
+class StorageError(CairnQError):
+    """The database could not carry out the operation: an I/O error, a damaged file.
+
+    Ours, beyond the SDK surface. ``__cause__`` is the driver's error.
+    """
+
+
+class StorageFull(StorageError):
+    """The disk (or the database's size limit) is full; the operation was not done."""
+
+
+class NotQueued(CairnQError, ValueError):
+    """An operator's reschedule (run now, delay by) found the task not queued (ours).
+
+    ``status`` is the task's status, or None when no task has that id.
+    """
+
+    def __init__(self, task_id: str, status: str | None) -> None:
+        if status is None:
+            why = f"no task {task_id}"
+        else:
+            why = f"task {task_id} is {status}; only a queued task can be rescheduled"
+        super().__init__(why)
+        self.task_id = task_id
+        self.status = status

@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, get_args
 
+from engine._json import UndecodableJSON
+
 TaskStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
 Conflict = Literal["reuse", "reuse-succeeded", "reject", "replace"]
 
@@ -25,16 +27,22 @@ def is_terminal_status(status: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Task:
-    """One row of ``cairnq_tasks`` with its JSON columns decoded."""
+    """One row of ``cairnq_tasks`` with its JSON columns decoded.
+
+    A JSON column the engine cannot decode (stored by another writer: nested
+    deeper than ``engine._json.MAX_DEPTH``, or not JSON at all) holds an
+    ``engine.inspection.UndecodableJSON`` with its raw text instead. Workers never
+    receive such a task: a claim fails it (``code="undecodable_json"``).
+    """
 
     id: str
     name: str
     queue: str
     status: TaskStatus
     payload: Any
-    metadata: dict[str, Any]
+    metadata: dict[str, Any] | UndecodableJSON
     result: Any
-    error: dict[str, Any] | None
+    error: dict[str, Any] | UndecodableJSON | None
     progress: float | None
     message: str | None
     attempt: int

@@ -14,6 +14,14 @@ Integers are bounded by the narrower column type of the two dialects
 both. A relative duration (``lease_ms``, ``delay_ms``, ``older_than_ms``) is
 added to or subtracted from the clock, so it is bounded well inside 64 bits.
 
+Text that an index holds (``name``, ``queue``, ``key``, ``correlation_id``,
+``parent_id``, ``root_id``) is at most ``INDEXED_TEXT_MAX_BYTES`` bytes of UTF-8 on
+both dialects. The bound comes from Postgres: a B-tree entry must fit a third of
+an 8 KiB page (2,704 bytes), and the widest index entry a submit writes,
+``cairnq_tasks_claim_name_idx (queue, status, name, priority, run_at_ms, id)``,
+carries two such strings; two of 1,024 bytes and the rest stay near 2,150 bytes,
+even when nothing compresses. SQLite has no such limit, and is held to the same one.
+
 Text is stored as UTF-8 by both drivers, so a lone surrogate (``"\\ud800"``) can
 never be written. A NUL character is the one difference the dialects declare:
 Postgres text and jsonb cannot hold it, SQLite can, so the caller says whether
@@ -87,6 +95,33 @@ def _storable(value: str, field: str, refuses_nul: bool) -> str:
     return value
 
 
+#: Most UTF-8 bytes of a string stored in an index (see the module's docstring).
+INDEXED_TEXT_MAX_BYTES = 1024
+
+
+def indexed_text(value: Any, field: str, *, refuses_nul: bool = False) -> str:
+    """A non-empty string every dialect can store and index (at most 1,024 UTF-8 bytes)."""
+    out = text(value, field, refuses_nul=refuses_nul)
+    return _fits_index(out, field)
+
+
+def optional_indexed_text(value: Any, field: str, *, refuses_nul: bool = False) -> str | None:
+    """None, or a non-empty string every dialect can store and index."""
+    return None if value is None else indexed_text(value, field, refuses_nul=refuses_nul)
+
+
+def _fits_index(value: str, field: str) -> str:
+    # Four bytes per character at most: only a long string needs encoding to tell.
+    if len(value) * 4 > INDEXED_TEXT_MAX_BYTES:
+        size = len(value.encode("utf-8"))
+        if size > INDEXED_TEXT_MAX_BYTES:
+            raise ValueError(
+                f"{field} is {size:,} bytes of UTF-8; at most {INDEXED_TEXT_MAX_BYTES:,} "
+                "are allowed (an index entry must fit Postgres' B-tree page limit)"
+            )
+    return value
+
+
 def text(value: Any, field: str, *, refuses_nul: bool = False) -> str:
     """A non-empty string every dialect can store."""
     if not isinstance(value, str) or not value:
@@ -104,8 +139,8 @@ def optional_text(value: Any, field: str, *, refuses_nul: bool = False) -> str |
 
 
 def optional_key(value: Any, *, refuses_nul: bool = False) -> str | None:
-    """None, or a non-empty key."""
-    return None if value is None else text(value, "key", refuses_nul=refuses_nul)
+    """None, or a non-empty key (indexed: at most 1,024 UTF-8 bytes)."""
+    return optional_indexed_text(value, "key", refuses_nul=refuses_nul)
 
 
 def text_list(value: Any, field: str, *, refuses_nul: bool = False) -> list[str]:

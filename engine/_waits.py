@@ -217,6 +217,23 @@ async def wait_for_task(
             _registry.pop(entry.wait_id, None)
 
 
+class _Woken:
+    """What ended a nap (three singletons)."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+
+#: The nap ran its course (nothing woke it).
+_SLEPT = _Woken("slept")
+#: A signal about the task itself (its "done"): the row can end the wait.
+_ABOUT_IT = _Woken("about it")
+#: Something committed somewhere (another process, on SQLite), or a release.
+_SOMETHING = _Woken("something")
+
+
 class _Follow:
     """One wait's beats: look at the task, nap until woken or the interval passes.
 
@@ -224,9 +241,12 @@ class _Follow:
     that finishes in this process, or in another one (Postgres notifications,
     SQLite commits seen on the file), ends it early. It is armed
     synchronously *before* the look, so a task finishing between the look and
-    the nap still cuts the nap short. A beat that follows a wake reads the
-    full row at once (a finished task needs it, and it carries the status);
-    other beats look at the status only.
+    the nap still cuts the nap short. The full row (payload and all) is read
+    only when it can end the wait: at once after a wake about this task (its
+    "done" signal: it most likely finished, and the row carries the status),
+    else only once a status look found the task terminal. A wake by a commit
+    anywhere in the database (another process's, seen on a SQLite file: every
+    heartbeat of a busy file) costs a status look, not a row.
     """
 
     __slots__ = ("_deadline", "_entry", "_store", "_timeout_ms", "_wake", "_wake_for")
@@ -267,13 +287,13 @@ class _Follow:
             self._wake.close()
         self._wake, self._wake_for = None, None
 
-    async def _nap(self, ref: TaskRef | None, nap_ms: int) -> Task | bool:
-        """Sleep up to ``nap_ms``; True if a wake ended it, or the terminal row it carried."""
+    async def _nap(self, ref: TaskRef | None, nap_ms: int) -> Task | _Woken:
+        """Sleep up to ``nap_ms``; what ended it, or the terminal row a wake carried."""
         if ref is None:
             # Nothing to listen for yet (an unknown id, a key that points nowhere).
             self.disarm()
             await asyncio.sleep(nap_ms / 1000)
-            return False
+            return _SLEPT
         if self._wake_for != ref.id:
             self.disarm()  # a by-key wait moved to another task: listen there
             self._wake = self._store.arm_task_done_wake(ref.id)
@@ -287,21 +307,23 @@ class _Follow:
             # Committed by this process just now: no read needed. (A by-key
             # wait reads: a replace ends the old task and moves the key.)
             return done
-        return woken
+        if not woken:
+            return _SLEPT
+        return _ABOUT_IT if wake.about_it else _SOMETHING
 
     async def until_terminal(self, poll_ms: int, max_poll_ms: int, known: Task | None) -> Task:
         entry = self._entry
         interval = poll_ms
         ahead: TaskRef | None = TaskRef(known.id, known.status) if known is not None else None
-        woken: Task | bool = False
+        woken: Task | _Woken = _SLEPT
         while True:
             self._arm()
             last_read: Task | None = None
             ref: TaskRef | None
             if ahead is not None:
                 ref, ahead = ahead, None
-            elif woken:
-                # Most wakes mean the task finished: one read of the row, not two.
+            elif woken is _ABOUT_IT:
+                # Its "done" signal: most likely finished, one read of the row, not two.
                 last_read = await self._row()
                 ref = None if last_read is None else TaskRef(last_read.id, last_read.status)
             else:
@@ -328,5 +350,5 @@ class _Follow:
             if isinstance(woken, Task):
                 entry.observe(TaskRef(woken.id, woken.status))
                 return woken
-            if not woken:
+            if woken is _SLEPT:
                 interval = next_poll_ms(interval, max_poll_ms)

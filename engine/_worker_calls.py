@@ -24,6 +24,7 @@ from engine._errors import LostLease, SerializationError, StoreUnavailable
 from engine._models import Task
 from engine._worker_plan import Registration
 from engine._worker_snapshot import CallSnapshot, CallTaskSnapshot, Shortfall
+from engine._worker_threads import HandlerThreads
 
 if TYPE_CHECKING:
     from engine.store._base import TaskStore
@@ -128,8 +129,12 @@ class NameStats:
     shortfall: Shortfall | None = None
 
 
-async def invoke(call: Call) -> Any:
-    """Run the call's handler: ``(contexts)`` for a batch, else ``(ctx[, payload])``."""
+async def invoke(call: Call, threads: HandlerThreads) -> Any:
+    """Run the call's handler: ``(contexts)`` for a batch, else ``(ctx[, payload])``.
+
+    A plain function runs on one of the worker's ``threads``, so the loop goes
+    on beating for it; cancelling this abandons the thread.
+    """
     reg = call.registration
     if reg.batch is not None:
         args: tuple[Any, ...] = (call.contexts,)
@@ -138,8 +143,8 @@ async def invoke(call: Call) -> Any:
         args = (ctx, ctx.payload) if reg.wants_payload else (ctx,)
     if reg.is_async:
         return await reg.fn(*args)
-    # A plain function runs on a thread, so the loop goes on beating for it.
-    outcome = await asyncio.to_thread(reg.fn, *args)
+    task_ids = tuple(c.task_id for c in call.contexts)
+    outcome = await threads.run(reg.fn, args, name=call.name, task_ids=task_ids)
     if inspect.isawaitable(outcome):
         outcome = await outcome
     return outcome

@@ -101,8 +101,29 @@ class CallSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class AbandonedThread:
+    """A plain-function handler's thread still running a call the worker gave up on.
+
+    Past ``max_run_ms`` (or when a host cancels the worker) the call's tasks are
+    settled or left to their leases and its slot is free again, but a ``def``
+    function cannot be interrupted: its thread runs on until it returns, and is
+    listed here until then.
+    """
+
+    thread_name: str
+    name: str
+    task_ids: tuple[str, ...]
+    started_at_ms: int
+    abandoned_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerSnapshot:
-    """The worker's state at one instant, read without any database round trip."""
+    """The worker's state at one instant, read without any database round trip.
+
+    ``abandoned_threads`` are the ``def`` handlers still running calls given up
+    on; ``abandoned_total`` counts every call given up on while its function ran.
+    """
 
     worker_id: str
     queues: tuple[str, ...]
@@ -120,6 +141,8 @@ class WorkerSnapshot:
     calls: tuple[CallSnapshot, ...]
     recent_errors: tuple[ErrorReport, ...]
     recent_failures: tuple[ErrorReport, ...]
+    abandoned_threads: tuple[AbandonedThread, ...]
+    abandoned_total: int
 
 
 def report_of(exc: BaseException, phase: str, task_id: str | None) -> ErrorReport:

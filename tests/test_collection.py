@@ -12,7 +12,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 # Modules whose Postgres cases come from a parametrised fixture, not from pg_dsn.
-PARAMETRISED = ["tests/engine/test_inspect.py", "tests/engine/test_complete_many.py"]
+PARAMETRISED = ["tests/engine/test_inspection.py", "tests/engine/test_complete_many.py"]
 
 
 def collect(*args: str) -> list[str]:

@@ -14,7 +14,7 @@ from cairnq_tui.hosting._host import (
     WorkerHost,
 )
 from cairnq_tui.hosting._load import HostError, WorkerSpec
-from cairnq_tui.hosting._why import hosted_reasons
+from cairnq_tui.hosting._quit import quitting_notice
 
 __all__ = [
     "DEFAULT_GRACE_S",
@@ -24,5 +24,5 @@ __all__ = [
     "HostedWorker",
     "WorkerHost",
     "WorkerSpec",
-    "hosted_reasons",
+    "quitting_notice",
 ]

@@ -29,8 +29,9 @@ from cairnq_tui.hosting._load import (
     find_attribute,
     import_module,
 )
+from cairnq_tui.hosting._quit import left_running_line
 from engine import TaskStore, Worker
-from engine.snapshots import WorkerSnapshot
+from engine.snapshots import CallSnapshot, WorkerSnapshot
 
 T = TypeVar("T")
 
@@ -102,6 +103,9 @@ class HostedWorker:
         self._last_tick = time.monotonic()
         self._control: asyncio.Lock | None = None
         self._last = HostedStatus(str(spec), "starting", None, None, 0, 0)
+        #: The calls the last stop abandoned when its grace ran out (their tasks
+        #: stay running until their leases end).
+        self.left_running: tuple[CallSnapshot, ...] = ()
 
     # -- the hosted thread ------------------------------------------------------------
 
@@ -185,6 +189,7 @@ class HostedWorker:
             await asyncio.wait_for(asyncio.shield(run), grace_s)
         except TimeoutError:
             # Grace is over: abandon what is still in flight (its leases expire).
+            self.left_running = self._worker.snapshot().calls
             run.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await run
@@ -378,8 +383,15 @@ class WorkerHost:
             for s in parsed
         )
 
+        self._grace_s = DEFAULT_GRACE_S
+
     def __bool__(self) -> bool:
         return bool(self.workers)
+
+    def left_running_line(self) -> str | None:
+        """After ``shutdown``: the line saying which calls it abandoned, or None."""
+        calls = [c for w in self.workers for c in w.left_running]
+        return left_running_line(calls, self._grace_s)
 
     def check(self) -> None:
         """Import every worker's module and find its attribute, starting nothing.
@@ -426,6 +438,7 @@ class WorkerHost:
 
     def shutdown(self, grace_s: float = DEFAULT_GRACE_S) -> None:
         """Shut every hosted worker down (blocking), all within about ``grace_s``."""
+        self._grace_s = grace_s
         threads = [
             threading.Thread(target=w.shutdown, args=(grace_s,), daemon=True) for w in self.workers
         ]

@@ -15,7 +15,6 @@ from textual.screen import Screen
 from textual.widgets import Collapsible, Header, Static
 
 from cairnq_tui import keymap
-from cairnq_tui.explain import clock_time, why_not_running
 from cairnq_tui.formatting import (
     age,
     clean,
@@ -25,14 +24,15 @@ from cairnq_tui.formatting import (
     safe_text,
     status_text,
 )
-from cairnq_tui.hosting import HostedStatus, hosted_reasons
+from cairnq_tui.hosting import HostedStatus
 from cairnq_tui.messages import DetailRefreshed
-from cairnq_tui.widgets.console_node import DataNode
+from cairnq_tui.why import clock_time, hosted_reasons, why_not_running
 from cairnq_tui.widgets.json_tree import JsonTree
 from cairnq_tui.widgets.key_footer import KeyFooter
 from cairnq_tui.widgets.status_bar import StatusBar
+from cairnq_tui.widgets.view_bases import DataNode
 from engine import Task
-from engine.inspect import TaskDetail
+from engine.inspection import TaskDetail
 
 JSON_FIELDS = ("payload", "result", "error", "metadata")
 

@@ -14,7 +14,6 @@ from textual.widgets import Header, TabbedContent, TabPane
 
 from cairnq_tui.messages import StoreConnected
 from cairnq_tui.widgets.calls_view import CallsView
-from cairnq_tui.widgets.console_node import ConsoleNode, DataView
 from cairnq_tui.widgets.errors_view import ErrorsView
 from cairnq_tui.widgets.key_footer import KeyFooter
 from cairnq_tui.widgets.keys_view import KeysView
@@ -24,6 +23,7 @@ from cairnq_tui.widgets.quotas_view import QuotasView
 from cairnq_tui.widgets.resources_view import ResourcesView
 from cairnq_tui.widgets.status_bar import StatusBar
 from cairnq_tui.widgets.tasks_view import TasksView
+from cairnq_tui.widgets.view_bases import ConsoleNode, DataView
 from cairnq_tui.widgets.waits_view import WaitsView
 
 VIEWS = {

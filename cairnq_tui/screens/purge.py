@@ -14,9 +14,9 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from cairnq_tui import keymap
 from cairnq_tui.formatting import parse_duration_ms, quoted
-from cairnq_tui.widgets.console_node import ConsoleNode
 from cairnq_tui.widgets.field import Field
-from engine.inspect import CappedCount, Inspector
+from cairnq_tui.widgets.view_bases import ConsoleNode
+from engine.inspection import CappedCount, Inspector
 
 TERMINAL = ("succeeded", "failed", "canceled")
 

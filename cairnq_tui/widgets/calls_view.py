@@ -2,6 +2,8 @@
 
 A batch call carries several tasks; its row shows the first id and how many
 more. Lease left counts down with the console's clock between heartbeats.
+Below them, the ``def`` handler threads a worker gave up on (``max_run_ms``)
+that still run: they hold no slot, but the function has not returned.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from textual.app import ComposeResult
 from cairnq_tui.formatting import age, duration, lease_left, progress_bar, safe_text
 from cairnq_tui.widgets.hosted_view import HostedView
 from cairnq_tui.widgets.keyed_table import KeyedTable
-from engine.snapshots import CallSnapshot
+from engine.snapshots import AbandonedThread, CallSnapshot
 
 COLUMNS = [
     ("Call", "call"),
@@ -76,4 +78,29 @@ class CallsView(HostedView):
                     ],
                 )
             )
+        abandoned = [
+            (s.spec, a) for s in self.statuses if s.snapshot for a in s.snapshot.abandoned_threads
+        ]
+        abandoned.sort(key=lambda pair: pair[1].abandoned_at_ms)
+        rows.extend(_abandoned_row(spec, thread, now) for spec, thread in abandoned)
         self.query_one("#calls-table", KeyedTable).sync(rows)
+
+
+def _abandoned_row(spec: str, thread: AbandonedThread, now: int) -> tuple[str, list[Text]]:
+    """A thread still running a call its worker gave up on."""
+    more = f" +{len(thread.task_ids) - 1}" if len(thread.task_ids) > 1 else ""
+    given_up = duration(max(0, now - thread.abandoned_at_ms))
+    return (
+        f"{spec}/abandoned/{thread.thread_name}/{thread.started_at_ms}/{thread.task_ids}",
+        [
+            Text(thread.thread_name, style="dim"),
+            safe_text(thread.name, limit=32),
+            Text((thread.task_ids[0] if thread.task_ids else "—") + more),
+            Text(duration(max(0, now - thread.started_at_ms))),
+            Text("—", style="dim"),
+            Text("—", style="dim"),
+            Text("abandoned, still running", style="bold red"),
+            Text(""),
+            Text(f"given up {given_up} ago; holds no slot", style="dim"),
+        ],
+    )

@@ -24,8 +24,8 @@ from cairnq_tui import keymap
 from cairnq_tui.formatting import clean, duration
 from cairnq_tui.hosting import HostedStatus, HostedWorker, HostError, WorkerHost
 from cairnq_tui.messages import DataMessage
-from cairnq_tui.widgets.console_node import DataView
-from engine.inspect import CappedCount, TaskFilter
+from cairnq_tui.widgets.view_bases import DataView
+from engine.inspection import CappedCount, TaskFilter
 from engine.snapshots import WaitSnapshot, WorkerSnapshot
 
 #: Backlog counts stop here (a count must never scan a whole table).
@@ -82,6 +82,7 @@ def worker_line(status: HostedStatus, selected: bool, now_ms: int | None = None)
             f"  calls {snap.concurrency_used}/{snap.concurrency_limit}"
             f"  polls {snap.polls:,}  claimed {snap.tasks_claimed:,}"
         )
+        parts.extend(_abandoned(snap))
     if status.loop_lag_ms >= 50:
         parts.append((f"  loop blocked {duration(status.loop_lag_ms)}", "bold red"))
     if status.stale:
@@ -92,6 +93,18 @@ def worker_line(status: HostedStatus, selected: bool, now_ms: int | None = None)
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         parts.append(("\n    " + drain_waits(snap, now), "yellow"))
     return Text.assemble(*parts)
+
+
+def _abandoned(snap: WorkerSnapshot) -> list[tuple[str, str]]:
+    """The ``def`` handler threads given up on: those still running, and how many ever."""
+    now, ever = len(snap.abandoned_threads), snap.abandoned_total
+    if now:
+        return [
+            (f"  {now} abandoned thread{'s' * (now != 1)} still running ({ever} ever)", "bold red")
+        ]
+    if ever:
+        return [(f"  abandoned threads 0 ({ever} ever)", "dim")]
+    return []
 
 
 class HostedView(DataView):

@@ -19,11 +19,11 @@ from textual.widgets import Input, Static
 from cairnq_tui import keymap
 from cairnq_tui.formatting import age, duration, quoted, safe_text, status_text
 from cairnq_tui.messages import FollowUpdated, KeysRefreshed
-from cairnq_tui.widgets.console_node import DataView
 from cairnq_tui.widgets.keyed_table import KeyedTable
 from cairnq_tui.widgets.task_rows import OpensTaskRows
+from cairnq_tui.widgets.view_bases import DataView
 from engine import TaskRef, TaskTimeout, active_waits
-from engine.inspect import KeyPage
+from engine.inspection import KeyPage
 
 PAGE_SIZE = 50
 FOLLOW_TIMEOUT_MS = 24 * 3_600_000

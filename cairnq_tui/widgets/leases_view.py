@@ -15,10 +15,10 @@ from textual.widgets import Static
 from cairnq_tui import keymap
 from cairnq_tui.formatting import lease_left, progress_bar, safe_text
 from cairnq_tui.messages import LeasesRefreshed
-from cairnq_tui.widgets.console_node import DataView
 from cairnq_tui.widgets.keyed_table import KeyedTable
 from cairnq_tui.widgets.task_rows import OpensTaskRows
-from engine.inspect import LeaseInfo
+from cairnq_tui.widgets.view_bases import DataView
+from engine.inspection import LeaseInfo
 
 LIMIT = 500
 COLUMNS = [

@@ -16,10 +16,10 @@ from textual.widgets import Static
 from cairnq_tui import keymap
 from cairnq_tui.formatting import STATUS_STYLES, age, duration, safe_text, sparkline
 from cairnq_tui.messages import QueuesRefreshed
-from cairnq_tui.widgets.console_node import DataView
 from cairnq_tui.widgets.keyed_table import KeyedTable
+from cairnq_tui.widgets.view_bases import DataView
 from engine import STATUSES
-from engine.inspect import CappedCount
+from engine.inspection import CappedCount
 
 MINUTES = 15
 #: Per queue and status: 20 queues x 5 statuses x 1,000 index entries stays a few

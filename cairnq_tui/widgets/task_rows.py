@@ -1,7 +1,7 @@
 """What the views listing tasks share: Enter on a row opens that row's task.
 
 (Control keys off in a read-only session, and the rest every view shares, are
-in ``console_node.py``.)
+in ``view_bases.py``.)
 """
 
 from __future__ import annotations

@@ -31,11 +31,11 @@ from cairnq_tui.formatting import (
     status_text,
 )
 from cairnq_tui.messages import TasksRefreshed
-from cairnq_tui.widgets.console_node import DataView
 from cairnq_tui.widgets.keyed_table import ColumnSpec, KeyedTable
 from cairnq_tui.widgets.task_rows import OpensTaskRows
+from cairnq_tui.widgets.view_bases import DataView
 from engine import STATUSES
-from engine.inspect import CappedCount, Inspector, TaskFilter, TaskPage, TaskSummary
+from engine.inspection import CappedCount, Inspector, TaskFilter, TaskPage, TaskSummary
 
 PAGE_SIZE = 50
 #: The most task names one name filter matches (each is a page read and merged).

@@ -11,6 +11,7 @@ each of which is one statement or one transaction of the protocol
 from __future__ import annotations
 
 import abc
+import asyncio
 import builtins
 import contextlib
 import re
@@ -19,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
 from engine import _json, _rules
-from engine._errors import SerializationError, UnsupportedBackend
+from engine._errors import NotQueued, SerializationError, UnsupportedBackend
 from engine._ids import new_task_id
+from engine._json import UndecodableJSON
 from engine._models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task, TaskRef
 from engine._sql import Dialect, statement
 from engine.store._signals import Signals, Wake, WatchSignal
@@ -209,17 +211,17 @@ class TaskStore(abc.ABC):
     ) -> NewTask:
         """Validate and encode a submit without I/O (ValueError/SerializationError)."""
         nul = self.text_refuses_nul
-        _rules.text(name, "name", refuses_nul=nul)
-        _rules.text(queue, "queue", refuses_nul=nul)
+        _rules.indexed_text(name, "name", refuses_nul=nul)
+        _rules.indexed_text(queue, "queue", refuses_nul=nul)
         if not isinstance(conflict, str) or conflict not in CONFLICTS:
             raise ValueError(f"unknown conflict strategy {conflict!r}; expected one of {CONFLICTS}")
         _rules.int32(max_attempts, "max_attempts", minimum=1)
         _rules.int32(priority, "priority")
         _rules.duration_ms(delay_ms, "delay_ms")
         _rules.optional_key(key, refuses_nul=nul)
-        _rules.optional_text(parent_id, "parent_id", refuses_nul=nul)
-        _rules.optional_text(root_id, "root_id", refuses_nul=nul)
-        _rules.optional_text(correlation_id, "correlation_id", refuses_nul=nul)
+        _rules.optional_indexed_text(parent_id, "parent_id", refuses_nul=nul)
+        _rules.optional_indexed_text(root_id, "root_id", refuses_nul=nul)
+        _rules.optional_indexed_text(correlation_id, "correlation_id", refuses_nul=nul)
         if metadata is not None and not isinstance(metadata, Mapping):
             raise SerializationError("metadata must be a mapping or None")
         task_id = new_task_id()
@@ -411,6 +413,40 @@ class TaskStore(abc.ABC):
     @abc.abstractmethod
     async def _retry_by_key(self, key: str, reset_attempt: bool) -> Task | None: ...
 
+    async def run_now(self, task_id: str) -> Task:
+        """Make a queued task due now (an earlier due time is kept); ours, beyond the SDK.
+
+        Raises:
+            NotQueued: the task is running or finished, or there is no such task.
+        """
+        task_id = self._text(task_id, "task_id")
+        return await self._rescheduled(task_id, await self._reschedule("run_now", task_id, {}))
+
+    async def delay(self, task_id: str, delay_ms: int) -> Task:
+        """Push a queued task back by ``delay_ms`` from its due time (or from now if due).
+
+        Raises:
+            ValueError: ``delay_ms`` not a positive integer.
+            NotQueued: the task is running or finished, or there is no such task.
+        """
+        task_id = self._text(task_id, "task_id")
+        _rules.integer(delay_ms, "delay_ms", minimum=1)
+        task = await self._reschedule("delay", task_id, {"delay_ms": delay_ms})
+        return await self._rescheduled(task_id, task)
+
+    async def _rescheduled(self, task_id: str, task: Task | None) -> Task:
+        if task is None:
+            ref = await self.get_status(task_id)
+            raise NotQueued(task_id, None if ref is None else ref.status)
+        self._after_write(task)
+        return task
+
+    @abc.abstractmethod
+    async def _reschedule(
+        self, statement: str, task_id: str, params: dict[str, Any]
+    ) -> Task | None:
+        """Run ``run_now`` or ``delay`` on a queued task; None if it is not queued."""
+
     async def purge(
         self,
         *,
@@ -480,9 +516,13 @@ class TaskStore(abc.ABC):
         args = self.check_claim(queues, worker_id, lease_ms, names)
         if args.names == []:
             return None
-        return await self._claim_session(
-            args.queues, args.worker_id, args.lease_ms, args.names, plan
-        )
+        screened, set_aside = screen_plan(plan, top_up=True)
+        try:
+            return await self._claim_session(
+                args.queues, args.worker_id, args.lease_ms, args.names, screened
+            )
+        finally:
+            await self._fail_undecodable(set_aside)
 
     def check_claim(self, queues: Any, worker_id: Any, lease_ms: Any, names: Any) -> ClaimArgs:
         """A claim's arguments checked by the shared rules (ValueError otherwise)."""
@@ -523,6 +563,29 @@ class TaskStore(abc.ABC):
 
         Recovery's requeues and terminal entries must reach ``self.signals``.
         """
+
+    async def _fail_undecodable(self, tasks: builtins.list[Task]) -> None:
+        """Fail, once and for good, claimed tasks whose payload or metadata cannot be decoded.
+
+        A claim never hands such a task to its caller: no handler could read
+        it, and left queued it would be drawn again by every claim. Best
+        effort: a row whose failure cannot be written now stays running under
+        the claim's lease and comes back through lease recovery.
+        """
+        if not tasks:
+            return
+        await asyncio.gather(
+            *(
+                self.fail(
+                    task_id=task.id,
+                    worker_id=str(task.worker_id),
+                    error=undecodable_error(task),
+                    retryable=False,
+                )
+                for task in tasks
+            ),
+            return_exceptions=True,
+        )
 
     # -- owned writes ------------------------------------------------------------
 
@@ -868,15 +931,17 @@ def task_from_values(row: Sequence[Any], *, decoded_json: bool = False) -> Task:
         completed_at_ms,
     ) = row
     if not decoded_json:
-        payload, result, error = _json.loads(payload), _json.loads(result), _json.loads(error)
-        metadata = _json.loads(metadata)
+        # Leniently: a row another writer stored undecodable reads with an
+        # UndecodableJSON in that field instead of failing the whole read.
+        payload, result = _json.loads_column(payload), _json.loads_column(result)
+        error, metadata = _json.loads_column(error), _json.loads_column(metadata)
     return Task(
         id=task_id,
         name=name,
         queue=queue,
         status=status,
         payload=payload,
-        metadata=metadata if isinstance(metadata, dict) else {},
+        metadata=metadata if isinstance(metadata, dict | UndecodableJSON) else {},
         result=result,
         error=error,
         progress=progress,
@@ -895,6 +960,57 @@ def task_from_values(row: Sequence[Any], *, decoded_json: bool = False) -> Task:
         updated_at_ms=int(updated_at_ms),
         completed_at_ms=_ms(completed_at_ms),
     )
+
+
+def undecodable(task: Task) -> bool:
+    """True if a handler could not be given ``task``: its payload or metadata is undecodable."""
+    return type(task.payload) is UndecodableJSON or type(task.metadata) is UndecodableJSON
+
+
+def undecodable_error(task: Task) -> dict[str, Any]:
+    """The error envelope of a task failed because its JSON cannot be decoded."""
+    reasons = {
+        name: value.reason
+        for name, value in (("payload", task.payload), ("metadata", task.metadata))
+        if type(value) is UndecodableJSON
+    }
+    said = "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
+    return {
+        "type": "UndecodableTask",
+        "code": "undecodable_json",
+        "message": f"the task cannot be decoded ({said}); failed without running",
+        "retryable": False,
+        "details": {"fields": builtins.list(reasons), "reasons": reasons},
+    }
+
+
+def screen_plan(plan: Plan[T], *, top_up: bool) -> tuple[Plan[T], builtins.list[Task]]:
+    """``plan`` with every draw screened: undecodable tasks are set aside, not handed on.
+
+    Returns the screened plan and the list it fills with the tasks set aside
+    (claimed by the session: the caller fails them once it is over). With
+    ``top_up`` a draw that set some aside draws again for the shortfall in the
+    same transaction, so the plan sees the draw it asked for (a plan that
+    promised a single draw cannot, and gets a short one).
+    """
+    set_aside: builtins.list[Task] = []
+
+    async def screened(draw: Draw) -> T:
+        async def screened_draw(names: Sequence[str] | None, limit: int) -> builtins.list[Task]:
+            kept: builtins.list[Task] = []
+            wanted = limit
+            while True:
+                rows = await draw(names, wanted)
+                bad = [task for task in rows if undecodable(task)]
+                kept += [task for task in rows if not undecodable(task)] if bad else rows
+                set_aside.extend(bad)
+                if not bad or not top_up or len(rows) < wanted:
+                    return kept
+                wanted = len(bad)
+
+        return await plan(screened_draw)
+
+    return screened, set_aside
 
 
 def encode_error(error: Mapping[str, Any], retryable: bool) -> str:

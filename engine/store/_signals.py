@@ -41,7 +41,7 @@ class Wake:
     was registered (the hub, a store's commit watch).
     """
 
-    __slots__ = ("_closers", "_future", "loop", "task")
+    __slots__ = ("_closers", "_future", "about_it", "loop", "task")
 
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -50,13 +50,18 @@ class Wake:
         #: The terminal row a completion in this process committed, when the
         #: signal carried it (a waiter then needs no read); else None.
         self.task: Task | None = None
+        #: Fired by a signal about what it waits for (its task's "done"), not by
+        #: a commit anywhere in the database (another process's, on SQLite) or
+        #: a release: the waiter may then read the full row at once.
+        self.about_it = False
 
-    def set(self, task: Task | None = None) -> None:
-        call_on_loop(self.loop, self._fire, task)
+    def set(self, task: Task | None = None, *, about_it: bool = False) -> None:
+        call_on_loop(self.loop, self._fire, task, about_it)
 
-    def _fire(self, task: Task | None = None) -> None:
+    def _fire(self, task: Task | None = None, about_it: bool = False) -> None:
         if not self._future.done():
             self.task = task
+            self.about_it = about_it
             self._future.set_result(True)
         elif task is not None and self.task is None and self._future.result():
             # A notification without the row (Postgres' echo of our own commit)
@@ -142,7 +147,7 @@ class Signals:
         with self._lock:
             waiters = list(self._done_waiters.get(task_id, ()))
         for waiter in waiters:
-            waiter.set(task)
+            waiter.set(task, about_it=True)
         self._publish(WatchSignal("done", task_id=task_id))
 
     def release_all(self) -> None:

@@ -81,7 +81,8 @@ class GroupCommit:
             a writer-thread operation — for exactly as long as it does.
         post: puts a callable on the writer thread's queue (FIFO with every
             other call on that connection).
-        locked_error: the error for a write whose busy budget ran out.
+        locked_error: the error for a write whose busy budget ran out, given
+            SQLite's busy error as its cause.
         on_commit: called after each batch that ran (from the thread that ran it).
         inline: flush on the event loop (a COMMIT without fsync, ~30 µs). False
             hands every flush to the writer thread's drain: a COMMIT that fsyncs
@@ -94,7 +95,7 @@ class GroupCommit:
         raw: sqlite3.Connection,
         owner: threading.Lock,
         post: Callable[[Callable[[], None]], None],
-        locked_error: Callable[[], BaseException],
+        locked_error: Callable[[BaseException | None], BaseException],
         on_commit: Callable[[], None],
         *,
         inline: bool = True,
@@ -226,12 +227,12 @@ class GroupCommit:
             try:
                 outcomes = sync.run_batch(self._raw, [(w.sql, w.params) for w in items])
                 break
-            except sync.Busy:
+            except sync.Busy as busy:
                 now = time.monotonic()
                 waiting = []
                 for w in items:
                     if w.deadline <= now:
-                        self._answer([w], [self._locked_error()])
+                        self._answer([w], [self._locked_error(busy.__cause__)])
                     else:
                         waiting.append(w)
                 # The batch stays at the head; later arrivals join behind it.

@@ -71,7 +71,8 @@ class SQLiteWriter:
         read_only: nothing is migrated; no housekeeping.
         busy_timeout_ms: how long a write may wait for another connection's lock.
         synchronous: ``"full"`` or ``"normal"``.
-        locked_error: the error for a caller whose busy budget ran out.
+        locked_error: the error for a caller whose busy budget ran out, given
+            SQLite's last busy error as its cause.
     """
 
     def __init__(
@@ -82,7 +83,7 @@ class SQLiteWriter:
         read_only: bool,
         busy_timeout_ms: int,
         synchronous: str,
-        locked_error: Callable[[], BaseException],
+        locked_error: Callable[[BaseException | None], BaseException],
     ) -> None:
         self._target = target
         self._memory = memory
@@ -253,6 +254,7 @@ class SQLiteWriter:
             deadline = time.monotonic() + self._busy_timeout_ms / 1000
             attempt = 0
             waiting = False
+            cause: BaseException | None = None
             try:
                 while True:
                     await self.session_free()
@@ -267,12 +269,13 @@ class SQLiteWriter:
                                 # The thread lets go of the connection itself, so a
                                 # cancelled caller cannot free it while it is in use.
                                 return await thread.call(self._then_release, fn, raw, *args)
-                            except sync.Busy:
-                                pass
+                            except sync.Busy as busy:
+                                cause = busy.__cause__
                         else:
                             try:
                                 result = fn(raw, *args)
-                            except sync.Busy:
+                            except sync.Busy as busy:
+                                cause = busy.__cause__
                                 self.release()
                             except BaseException:
                                 self.release()
@@ -283,7 +286,7 @@ class SQLiteWriter:
                                 return result
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise self._locked_error()
+                        raise self._locked_error(cause)
                     await asyncio.sleep(min(backoff(attempt), remaining))
                     attempt += 1
             finally:
@@ -312,6 +315,7 @@ class SQLiteWriter:
         attempt = 0
         self.refresh_statistics_if_due()
         waiting = False
+        cause: BaseException | None = None
         try:
             while True:
                 await self._session_lock.acquire()
@@ -321,7 +325,8 @@ class SQLiteWriter:
                 if owned:
                     try:
                         return begin(raw)
-                    except sync.Busy:
+                    except sync.Busy as busy:
+                        cause = busy.__cause__
                         self._owner.release()
                     except BaseException:
                         self._owner.release()
@@ -330,7 +335,7 @@ class SQLiteWriter:
                 self.end_session()
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise self._locked_error()
+                    raise self._locked_error(cause)
                 await asyncio.sleep(min(backoff(attempt), remaining))
                 attempt += 1
         finally:

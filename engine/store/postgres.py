@@ -19,20 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import math
 import select
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-import orjson
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from engine import _rules
+from engine import _json, _rules
 from engine._errors import (
     AlreadyExists,
     LostLease,
@@ -51,8 +51,10 @@ from engine.store._base import (
     Plan,
     StoreCapabilities,
     TaskStore,
+    screen_plan,
     task_from_values,
 )
+from engine.store._faults import postgres_fault
 from engine.store._pg_commits import CommitWatch
 from engine.store._pg_group import GroupCommit, lost
 
@@ -258,7 +260,9 @@ class PostgresStore(TaskStore):
     @staticmethod
     async def _configure(conn: Conn) -> None:
         # orjson for jsonb values: same parser as every other JSON read here.
-        set_json_loads(orjson.loads, conn)
+        # Leniently: a value another writer stored too deep to decode becomes an
+        # UndecodableJSON in its row instead of failing the whole read.
+        set_json_loads(_json.loads_column, conn)
 
     async def _open_session(self) -> Conn:
         try:
@@ -285,9 +289,21 @@ class PostgresStore(TaskStore):
         await self._admit(write)
         self._inflight += 1
         try:
-            return await self._on_connection(work, retry=retry)
+            with self._faults():
+                return await self._on_connection(work, retry=retry)
         finally:
             self._done_one()
+
+    @contextlib.contextmanager
+    def _faults(self) -> Iterator[None]:
+        """Storage faults raised inside as engine errors (``_faults.postgres_fault``)."""
+        try:
+            yield
+        except psycopg.Error as exc:
+            fault = postgres_fault(exc, self.target)
+            if fault is None:
+                raise
+            raise fault from exc
 
     async def _admit(self, write: bool) -> None:
         """Refuse writes on a read-only store; connect; refuse after close."""
@@ -349,10 +365,11 @@ class PostgresStore(TaskStore):
         await self._admit(True)
         self._inflight += 1
         try:
-            if name is None:
-                row = await self._group.insert(params)
-            else:
-                row = await self._group.write(_sql(name), params, order)
+            with self._faults():
+                if name is None:
+                    row = await self._group.insert(params)
+                else:
+                    row = await self._group.write(_sql(name), params, order)
         finally:
             self._done_one()
         return None if row is None else self._task(row)
@@ -523,6 +540,11 @@ class PostgresStore(TaskStore):
     async def _retry(self, task_id: str, reset_attempt: bool) -> Task | None:
         return await self._one("retry", {"id": task_id, "reset_attempt": reset_attempt}, write=True)
 
+    async def _reschedule(
+        self, statement: str, task_id: str, params: dict[str, Any]
+    ) -> Task | None:
+        return await self._one(statement, {"id": task_id, **params}, write=True)
+
     async def _by_key(self, key: str, name: str, params: Mapping[str, Any]) -> Task | None:
         """lock_key, get_key, then ``name`` on the task the key points at."""
 
@@ -666,6 +688,8 @@ class PostgresStore(TaskStore):
             args.names,
         )
         complete_params = {"ids": ids, "worker_id": worker_id}
+        # A single draw's COMMIT travels with it: no second draw to top up with.
+        plan, set_aside = screen_plan(plan, top_up=not single_draw)
 
         async def complete_alone(conn: Conn) -> set[str]:
             if not ids:
@@ -729,7 +753,10 @@ class PostgresStore(TaskStore):
             recovered = [] if recovering is None else await recovering.fetchall()
             return CompletingClaim(settled, value, claim_error, [self._task(r) for r in recovered])
 
-        outcome = await self._run(session, write=True)
+        try:
+            outcome = await self._run(session, write=True)
+        finally:
+            await self._fail_undecodable(set_aside)
         for task in outcome.recovered:
             self._after_write(task)
         for task_id in outcome.settled:

@@ -8,7 +8,8 @@ Where the work runs (the writer connection's rules are ``_sqlite_writer``'s):
 * **The writer connection** (``_sqlite_writer``): inline on the caller's loop
   when nothing fsyncs, on the store's own writer thread (``_sqlite_thread``)
   for opening, migrating and every COMMIT that fsyncs; a busy database is
-  waited out with ``asyncio.sleep`` backoff, never inside SQLite.
+  waited out with ``asyncio.sleep`` backoff, never inside SQLite, until the
+  caller's ``busy_timeout_ms`` is spent, then ``StoreLocked``.
 * **Reads** use a second, ``query_only`` connection inline (WAL readers never
   wait for writers); a read that would wait, and every read of an in-memory
   database (a second connection would be another database), use the writer.
@@ -33,31 +34,36 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import os
 import sqlite3
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
 from engine import _json, _rules
 from engine._clock import now_ms
-from engine._errors import AlreadyExists, LostLease, StoreClosed, StoreUnavailable
+from engine._errors import AlreadyExists, LostLease, StoreClosed, StoreLocked, StoreUnavailable
 from engine._models import LIVE_STATUSES, TASK_COLUMNS, Task, TaskRef, in_claim_order
 from engine._sql import migrations, specialise, statement
 from engine.store import _sqlite_sync as sync
 from engine.store._base import (
     LEASE_EXPIRED_JSON,
+    ClaimArgs,
     CompletingClaim,
     NewTask,
     Plan,
     StoreCapabilities,
     TaskStore,
+    screen_plan,
     task_from_values,
+    undecodable,
 )
+from engine.store._faults import locked, sqlite_fault
 from engine.store._signals import Wake
 from engine.store._sqlite_commits import CommitWatch
 from engine.store._sqlite_writer import SQLiteWriter, yield_loop
@@ -119,7 +125,9 @@ class SQLiteStore(TaskStore):
         path: the database file (its parent directory is created), ``":memory:"``,
             or a ``file:`` URI.
         busy_timeout_ms: how long a write may wait for another connection's lock
-            before failing with ``sqlite3.OperationalError`` ("database is locked").
+            before failing with ``StoreLocked`` ("database is locked"). Other
+            storage faults raise ``StorageFull`` (disk full) or ``StorageError``
+            (I/O error, damaged file), SQLite's error as ``__cause__``.
         read_only: open the file read-only; no migration runs and every write
             raises ``StoreUnavailable``.
         migrate: apply missing migrations on connect; when False, a database
@@ -255,13 +263,20 @@ class SQLiteStore(TaskStore):
 
     async def _open(self) -> None:
         location, uri = self._location()
-        await self._writer.open(
-            location,
-            uri,
-            migrate=self._migrate,
-            migrations=migrations("sqlite"),
-            protocol_version_sql=_sql("protocol_version"),
-        )
+        try:
+            await self._writer.open(
+                location,
+                uri,
+                migrate=self._migrate,
+                migrations=migrations("sqlite"),
+                protocol_version_sql=_sql("protocol_version"),
+            )
+        except sqlite3.Error as exc:
+            # open_database raises a busy database as it is: locked, not broken.
+            fault = sqlite_fault(exc, self._path, self._busy_timeout_ms)
+            if fault is None:
+                fault = StoreUnavailable(f"cannot open SQLite database {self._path}: {exc}")
+            raise fault from exc
         if not self._memory:
             try:
                 self._reader = sync.open_reader(location, uri=uri, synchronous=self._synchronous)
@@ -313,16 +328,32 @@ class SQLiteStore(TaskStore):
         if self._read_only:
             raise StoreUnavailable(f"store {self._path} is open read-only; {what} writes")
 
-    def _locked_error(self) -> sqlite3.OperationalError:
-        return sqlite3.OperationalError(
-            f"database is locked: {self._path} stayed locked by another connection "
-            f"for busy_timeout_ms={self._busy_timeout_ms}"
-        )
+    def _locked_error(self, cause: BaseException | None = None) -> StoreLocked:
+        """``StoreLocked`` for a write whose busy budget ran out (``cause``: SQLite's error)."""
+        error = locked(self._path, self._busy_timeout_ms)
+        error.__cause__ = cause
+        return error
+
+    @contextlib.contextmanager
+    def _faults(self) -> Iterator[None]:
+        """Storage faults raised inside as engine errors (``_faults.sqlite_fault``)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            fault = sqlite_fault(exc, self._path, self._busy_timeout_ms)
+            if fault is None:
+                raise
+            raise fault from exc
 
     async def _retrying(self, fn: Callable[..., R], *args: Any, commits: bool = True) -> R:
-        """Run ``fn(raw, *args)`` on the writer connection (``SQLiteWriter.run``)."""
+        """Run ``fn(raw, *args)`` on the writer connection (``SQLiteWriter.run``).
+
+        Raises ``StoreLocked`` once the busy budget is spent, and storage faults
+        as engine errors.
+        """
         await self._ready()
-        return await self._writer.run(fn, *args, commits=commits)
+        with self._faults():
+            return await self._writer.run(fn, *args, commits=commits)
 
     async def _fetch(self, sql: str, params: dict[str, Any]) -> sync.Rows:
         """A read: inline on the reader when it can answer at once, else on the writer."""
@@ -332,10 +363,12 @@ class SQLiteStore(TaskStore):
         if reader is not None and self._reader_lock.acquire(blocking=False):
             rows: sync.Rows | None = None
             try:
-                rows = reader.execute(sql, params).fetchall()
-            except sqlite3.OperationalError as exc:
-                if not sync.is_busy(exc):
-                    raise
+                with self._faults():
+                    try:
+                        rows = reader.execute(sql, params).fetchall()
+                    except sqlite3.OperationalError as exc:
+                        if not sync.is_busy(exc):
+                            raise
             finally:
                 self._reader_lock.release()
             if rows is not None:
@@ -347,7 +380,8 @@ class SQLiteStore(TaskStore):
         """A single-statement write through group commit; ``(now_ms, rows)`` after COMMIT."""
         if self._writer.raw is None or self._closed:
             await self._ready()
-        return await self._writer.write(sql, params)
+        with self._faults():
+            return await self._writer.write(sql, params)
 
     # -- submit ----------------------------------------------------------------------
 
@@ -460,9 +494,10 @@ class SQLiteStore(TaskStore):
         if self._reader_at is not None:
             if self._inspect_thread is None:
                 self._inspect_thread = ThreadPoolExecutor(1, thread_name_prefix="cairnq-inspect")
-            return await asyncio.get_running_loop().run_in_executor(
-                self._inspect_thread, self._inspect_read, sql, bound
-            )
+            with self._faults():
+                return await asyncio.get_running_loop().run_in_executor(
+                    self._inspect_thread, self._inspect_read, sql, bound
+                )
         names, rows = await self._retrying(sync.fetch_described, sql, bound, commits=False)
         return [dict(zip(names, row, strict=True)) for row in rows]
 
@@ -497,6 +532,13 @@ class SQLiteStore(TaskStore):
         self._check_writable("retry")
         params = {"id": task_id, "reset_attempt": int(reset_attempt)}
         _, rows = await self._write(_sql("retry"), params)
+        return _first_task(rows)
+
+    async def _reschedule(
+        self, statement: str, task_id: str, params: dict[str, Any]
+    ) -> Task | None:
+        self._check_writable(statement)
+        _, rows = await self._write(_sql(statement), {"id": task_id, **params})
         return _first_task(rows)
 
     async def _by_key(self, key: str, name: str, extra: dict[str, Any]) -> Task | None:
@@ -596,7 +638,22 @@ class SQLiteStore(TaskStore):
         self._writer.refresh_statistics_if_due()
         recovered, claimed = await self._retrying(sync.transaction, steps)
         self._announce_recovered(recovered)
-        return in_claim_order(_task(r) for r in claimed)
+        tasks = in_claim_order(_task(r) for r in claimed)
+        set_aside = [task for task in tasks if undecodable(task)]
+        if not set_aside:
+            return tasks
+        # Never handed out: failed for good, and the shortfall claimed again.
+        await self._fail_undecodable(set_aside)
+        kept = [task for task in tasks if not undecodable(task)]
+        if len(tasks) == limit:
+            kept += await self.claim(
+                queues=args.queues,
+                worker_id=args.worker_id,
+                lease_ms=args.lease_ms,
+                limit=len(set_aside),
+                names=args.names,
+            )
+        return kept
 
     async def _claim_session(
         self,
@@ -622,11 +679,13 @@ class SQLiteStore(TaskStore):
     ) -> T:
         recover = _sql("recover_leases")
         recover_params = {"lease_expired_error": LEASE_EXPIRED_JSON}
-        recovered = await self._writer.begin_session(
-            lambda raw: sync.begin_with(raw, recover, recover_params)
-        )
+        with self._faults():
+            recovered = await self._writer.begin_session(
+                lambda raw: sync.begin_with(raw, recover, recover_params)
+            )
         try:
-            value = await self._plan_and_commit(queues, worker_id, lease_ms, plan)
+            with self._faults():
+                value = await self._plan_and_commit(queues, worker_id, lease_ms, plan)
         finally:
             self._writer.end_session()
         self._announce_recovered(recovered)
@@ -699,22 +758,32 @@ class SQLiteStore(TaskStore):
 
         Raises:
             ValueError: malformed ids, queues or names.
-            sqlite3.OperationalError: the database stayed locked for
+            StoreLocked: the database stayed locked for
                 ``busy_timeout_ms``.
         """
         del single_draw
         ids = _rules.text_list(complete_ids, "complete_ids", refuses_nul=self.text_refuses_nul)
         args = self.check_claim(queues, worker_id, lease_ms, names)
         self._check_writable("claim_session_completing")
+        plan, set_aside = screen_plan(plan, top_up=True)
+        try:
+            return await self._completing(ids, args, plan)
+        finally:
+            await self._fail_undecodable(set_aside)
+
+    async def _completing(
+        self, ids: builtins.list[str], args: ClaimArgs, plan: Plan[T]
+    ) -> CompletingClaim[T]:
         if args.names == [] or not await self._probe(args.queues, args.names):
             return CompletingClaim(await self._settle_alone(ids, args.worker_id), None, None)
         await self._ready()
         settle = (_sql("complete_many"), {"ids": _json.dumps(ids), "worker_id": args.worker_id})
         recover = (_sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON})
         with self._writer.in_flight():
-            started = await self._writer.begin_session(
-                lambda raw: sync.begin_settling(raw, settle, recover)
-            )
+            with self._faults():
+                started = await self._writer.begin_session(
+                    lambda raw: sync.begin_settling(raw, settle, recover)
+                )
             value: T | None = None
             claim_error: Exception | None = None
             try:
@@ -724,9 +793,10 @@ class SQLiteStore(TaskStore):
                     claim_error = started
                 else:
                     try:
-                        value = await self._plan_and_commit(
-                            args.queues, args.worker_id, args.lease_ms, plan
-                        )
+                        with self._faults():
+                            value = await self._plan_and_commit(
+                                args.queues, args.worker_id, args.lease_ms, plan
+                            )
                     except Exception as exc:
                         claim_error = exc
             finally:

@@ -1,4 +1,4 @@
-"""The public surface, pinned: what ``engine``, ``engine.inspect``, ``engine.snapshots``
+"""The public surface, pinned: what ``engine``, ``engine.inspection``, ``engine.snapshots``
 and ``engine.store`` export, and where the version comes from.
 
 A name added to or dropped from a public module shows up here as a failing
@@ -15,14 +15,14 @@ from importlib.metadata import version
 from pathlib import Path
 
 import engine
-import engine.inspect
+import engine.inspection
 import engine.snapshots
 import engine.store
 
 REPO = Path(__file__).resolve().parents[2]
 
 # The cairnq Python SDK's names (errors included), plus the engine's own
-# StoreUnavailable and __version__, and active_waits (the process's wait registry).
+# StoreUnavailable, NotQueued and __version__, and active_waits (the process's wait registry).
 ENGINE_ALL = {
     "AlreadyExists",
     "CONFLICTS",
@@ -30,6 +30,7 @@ ENGINE_ALL = {
     "CairnQError",
     "Conflict",
     "LostLease",
+    "NotQueued",
     "PostgresStore",
     "ProtocolVersionMismatch",
     "QueueFull",
@@ -39,7 +40,10 @@ ENGINE_ALL = {
     "STATUSES",
     "SchemaMismatch",
     "SerializationError",
+    "StorageError",
+    "StorageFull",
     "StoreClosed",
+    "StoreLocked",
     "StoreUnavailable",
     "Task",
     "TaskCanceled",
@@ -61,25 +65,42 @@ ENGINE_ALL = {
 
 INSPECT_ALL = {
     "DEFAULT_COUNT_CAP",
+    "DEFAULT_ERROR_WINDOW",
+    "DEFAULT_METRICS_CAP",
     "SEARCH_KINDS",
+    "SORT_KEYS",
+    "WINDOWS",
     "CappedCount",
     "ChildRef",
+    "FailureGroup",
+    "FailureGroups",
+    "FailureSelection",
     "Inspector",
     "KeyEntry",
     "KeyPage",
+    "Latency",
     "LeaseInfo",
+    "MetricSeries",
+    "Metrics",
+    "PageOrder",
     "QueueLatency",
     "SQLiteFileKind",
     "SearchKind",
+    "SortKey",
     "TaskDetail",
     "TaskFilter",
     "TaskPage",
     "TaskSummary",
     "ThroughputBucket",
+    "UndecodableJSON",
+    "WorkerLeases",
     "describe_sqlite_file",
+    "mask_message",
+    "parse_duration",
 }
 
 SNAPSHOTS_ALL = {
+    "AbandonedThread",
     "CallSnapshot",
     "CallTaskSnapshot",
     "ErrorReport",
@@ -99,9 +120,9 @@ def test_engine_exports_the_sdk_names_and_its_own_errors() -> None:
 
 
 def test_introspection_lives_in_its_own_modules() -> None:
-    assert set(engine.inspect.__all__) == INSPECT_ALL
+    assert set(engine.inspection.__all__) == INSPECT_ALL
     assert set(engine.snapshots.__all__) == SNAPSHOTS_ALL
-    for module in (engine.inspect, engine.snapshots):
+    for module in (engine.inspection, engine.snapshots):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"
     # Neither is reachable from the top level any more.

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engine import SQLiteStore, StoreClosed
+from engine import SQLiteStore, StoreClosed, StoreLocked
 
 WRITER_SCRIPT = textwrap.dedent(
     """
@@ -257,8 +257,9 @@ async def test_lock_held_past_the_budget_fails_after_busy_timeout(sqlite_path: P
             )
             ticker.stop()
             for elapsed, result in waits:
-                assert isinstance(result, sqlite3.OperationalError), result
-                assert "database is locked" in str(result)
+                assert isinstance(result, StoreLocked), result
+                assert isinstance(result.__cause__, sqlite3.OperationalError)
+                assert str(result).startswith("database is locked: another connection held")
                 assert 0.3 <= elapsed < 1.8
             assert ticker.ticks >= 15
         # Nothing was written, and the store works again once the lock is gone.

@@ -11,10 +11,11 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
-from worker_support import Overlap, eventually, finished
+from worker_support import DIALECTS, Overlap, eventually, finished
 
 from engine import CairnQ, StoreClosed, TaskDef, TaskStore, Worker
 from engine.store.sqlite import SQLiteStore
@@ -414,3 +415,86 @@ def test_stores_declare_what_they_can_do() -> None:
     assert SQLiteStore.capabilities.completing_claim  # since issue 12
     with pytest.raises(dataclasses.FrozenInstanceError):
         PostgresStore.capabilities.completing_claim = False  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+async def test_owned_store_constructors_take_queues_as_worker_does(
+    dialect: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """``Worker(store, ["q"])`` takes queues positionally, and so do ``Worker.sqlite``
+    and ``Worker.postgres`` (the SDK's keyword form works too); a bad value is refused
+    before the store is made."""
+    if dialect == "sqlite":
+        location = str(tmp_path / "own.db")
+
+        def make(*args: object, **kwargs: object) -> Worker:
+            return Worker.sqlite(location, *args, poll_interval_ms=20, **kwargs)  # type: ignore[arg-type]
+    else:
+        location = request.getfixturevalue("pg_dsn")
+        schema = request.getfixturevalue("pg_schema")
+
+        def make(*args: object, **kwargs: object) -> Worker:
+            return Worker.postgres(location, *args, schema=schema, poll_interval_ms=20, **kwargs)  # type: ignore[arg-type]
+
+    with pytest.raises(ValueError, match="queues must be a non-empty list"):
+        make("jobs")  # a lone string is not a list of queues
+    if dialect == "sqlite":
+        assert not Path(location).exists()  # refused before the store was made
+
+    for worker in (make(["jobs", "mail"]), make(queues=["jobs", "mail"])):
+        assert worker.snapshot().queues == ("jobs", "mail")
+
+        @worker.task
+        def ping(ctx, payload):
+            return payload["n"]
+
+        async with worker.background():
+            client = CairnQ(worker.store)
+            task = await client.submit("ping", {"n": 7}, queue="mail")
+            assert (await client.wait(task.id, timeout_ms=30_000)).result == 7
+
+
+async def test_cancel_of_a_running_task_is_a_request_its_handler_checks(store: TaskStore) -> None:
+    """The README's promise: cancel only asks; an ``async def`` sees it through
+    ``await ctx.canceled()``, a ``def`` through ``ctx.cancel_seen`` (heartbeats), and a
+    handler that then returns leaves the task canceled. A task nobody cancels runs
+    beside them as usual."""
+    worker = Worker(store, ["default"], concurrency=3, poll_interval_ms=20, lease_ms=600)
+    pages: list[int] = []
+    saw: list[str] = []
+
+    @worker.task
+    async def export(ctx, payload):
+        for page in range(10_000):
+            if await ctx.canceled():
+                saw.append("async")
+                return None
+            pages.append(page)
+            await asyncio.sleep(0.01)
+        return "all pages"
+
+    @worker.task
+    def crunch(ctx):
+        deadline = time.monotonic() + 60
+        while not ctx.cancel_seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        saw.append("def" if ctx.cancel_seen else "never saw it")
+
+    @worker.task
+    async def fine(ctx):
+        return "ok"
+
+    client = CairnQ(store)
+    async with worker.background():
+        running = [await client.submit("export", {}), await client.submit("crunch")]
+        for task in running:
+            await eventually(
+                lambda t=task: any(t.id in c.task_ids for c in worker.snapshot().calls), timeout=30
+            )
+        other = await client.submit("fine")
+        for task in running:
+            await client.cancel(task.id)
+        done = [await client.wait(t.id, timeout_ms=60_000) for t in [*running, other]]
+    assert [t.status for t in done] == ["canceled", "canceled", "succeeded"]
+    assert sorted(saw) == ["async", "def"]
+    assert pages  # it ran until it looked

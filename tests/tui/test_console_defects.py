@@ -94,7 +94,7 @@ async def test_an_empty_key_or_payload_search_is_no_filter(
 async def fire_everything(app: ConsoleApp, pilot: Any) -> None:
     """Every refresh trigger and data message the console can receive, at once."""
     from cairnq_tui.messages import DatabaseWoke, StoreConnected, TasksRefreshed
-    from engine.inspect import CappedCount, TaskPage
+    from engine.inspection import CappedCount, TaskPage
 
     view = (
         next(iter(app.screen_stack[1].query(TasksView)), None)
@@ -666,7 +666,7 @@ async def test_filter_keys_clear_everything_and_queues_drill_down_replaces(
     demo_db: Path,
 ) -> None:
     from cairnq_tui.widgets.queues_view import QueuesView
-    from engine.inspect import TaskFilter
+    from engine.inspection import TaskFilter
 
     app = demo_app(demo_db)
     async with app.run_test(size=SIZE) as pilot:

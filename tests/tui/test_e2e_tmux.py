@@ -234,3 +234,78 @@ def test_quit_closes_every_store_and_leaves_the_interpreter_nothing_to_collect(
     assert found["threads"] == ["MainThread"]
     assert found["frozen"] > 10_000  # the console's heap, out of every collection's reach
     assert found["unfrozen"] < found["frozen"] / 20, found
+
+
+HUNG_WORKER = """
+import time
+from engine import Worker
+
+def make(store):
+    w = Worker(store, ["default"], poll_interval_ms=20, lease_ms=60_000)
+
+    @w.task("stuck")
+    def stuck(ctx):
+        time.sleep(3600)  # never returns while the console runs
+
+    return w
+"""
+
+
+def test_quit_with_a_hung_hosted_call_says_so_and_does_not_wait_for_it(tmp_path: Path) -> None:
+    """Quit's path with a ``def`` call in flight that never returns (issues 20.5, 24.12).
+
+    ``q`` says on screen what the grace means, the process exits without waiting for
+    the hung thread (it used to wait out the hour), the line printed on exit names
+    the task, and the task is still ``running`` in the database: its lease decides.
+    """
+    import asyncio
+
+    from engine import SQLiteStore
+
+    (tmp_path / "quit_hung.py").write_text(HUNG_WORKER)
+    db, exit_file = tmp_path / "hung.db", tmp_path / "exit.txt"
+
+    async def submit() -> str:
+        store = SQLiteStore(db)
+        await store.connect()
+        try:
+            return (await store.submit(name="stuck", queue="default")).id
+        finally:
+            await store.close()
+
+    async def status(task_id: str) -> str | None:
+        store = SQLiteStore(db)
+        await store.connect()
+        try:
+            task = await store.get(task_id)
+            return task.status if task else None
+        finally:
+            await store.close()
+
+    task_id = asyncio.run(submit())
+    env = {
+        **os.environ,
+        "TERM": "xterm-256color",
+        "EXIT_FILE": str(exit_file),
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).parents[2])]),
+    }
+    tmux = Tmux([str(SCRIPT), "launch", str(db), "--worker", "quit_hung:make"], env)
+    try:
+        tmux.wait_for("live", "protocol v1", timeout=30)
+        deadline = time.monotonic() + 30
+        while asyncio.run(status(task_id)) != "running":
+            assert time.monotonic() < deadline, "the hosted worker never claimed the task"
+            time.sleep(0.1)
+        tmux.keys("q")
+        tmux.wait_for("Quitting", "Waiting up to 3 s", timeout=30)
+        deadline = time.monotonic() + 60  # generous: waiting out the hung call fails it
+        while not exit_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert exit_file.exists(), f"still running; screen was:\n{tmux.screen()}"
+        assert exit_file.read_text().strip() == "EXIT=0"
+        screen = " ".join(tmux.screen().split())
+        assert "cairnq-tui: quit with 1 hosted call still running" in screen, screen
+        assert task_id[:20] in screen  # (the pane may wrap the id)
+    finally:
+        tmux.kill()
+    assert asyncio.run(status(task_id)) == "running"  # until its lease ends

@@ -19,7 +19,8 @@ from hosting_support import (
     wait_state,
 )
 
-from cairnq_tui.hosting import HostError, WorkerHost, WorkerSpec, hosted_reasons
+from cairnq_tui.hosting import HostError, WorkerHost, WorkerSpec
+from cairnq_tui.why import hosted_reasons
 from engine import CairnQ, SQLiteStore, TaskStore, active_waits
 
 GATED = """

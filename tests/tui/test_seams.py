@@ -1,5 +1,5 @@
 """The console's seams: views, screens and controls see the app as a ``Console``
-(``cairnq_tui/console.py``) and never import ``cairnq_tui.app``, which builds them."""
+(``cairnq_tui/ports.py``) and never import ``cairnq_tui.app``, which builds them."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def test_controls_views_and_screens_import_without_the_app() -> None:
 def test_every_view_of_the_main_screen_is_a_data_view() -> None:
     from cairnq_tui.screens.detail import TaskDetailScreen
     from cairnq_tui.screens.main import VIEWS
-    from cairnq_tui.widgets.console_node import DataNode, DataView
+    from cairnq_tui.widgets.view_bases import DataNode, DataView
 
     assert all(issubclass(view, DataView) for _, view in VIEWS.values())
     assert issubclass(TaskDetailScreen, DataNode)

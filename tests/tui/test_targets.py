@@ -15,7 +15,7 @@ from cairnq_tui.screens.purge import PurgeScreen
 from cairnq_tui.screens.targets import TargetPickerScreen, TypeNameScreen
 from cairnq_tui.widgets.tasks_view import TasksView
 from engine import CairnQ, SQLiteStore
-from engine.inspect import TaskFilter
+from engine.inspection import TaskFilter
 
 SIZE = (160, 50)
 OTHER_NAMES = ("payroll_export", "ledger_close")

@@ -11,257 +11,38 @@ The protocol fixes the schema, so the statements are shaped around its indexes
 
 from __future__ import annotations
 
-import os
-import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
-from engine import _json
+from engine import _fleet, _json, _metrics, _task_order, _triage
 from engine._clock import now_ms
-from engine._models import STATUSES, Task, TaskRef, TaskStatus
+from engine._inspect_search import id_at, is_id_tail, normalise_id_prefix, prefix_range
+from engine._inspect_types import (
+    DEFAULT_COUNT_CAP,
+    DEFAULT_ERROR_WINDOW,
+    DEFAULT_PAYLOAD_SCAN,
+    CappedCount,
+    ChildRef,
+    KeyEntry,
+    KeyPage,
+    LeaseInfo,
+    PageOrder,
+    QueueLatency,
+    TaskDetail,
+    TaskFilter,
+    TaskPage,
+    TaskSummary,
+    ThroughputBucket,
+    first_line,
+    opt_int,
+    summary_from_row,
+)
+from engine._metrics import DEFAULT_METRICS_CAP, Metrics
+from engine._models import STATUSES
 from engine._rules import status as check_status
+from engine._triage_types import FailureGroup, FailureGroups, FailureSelection, WorkerLeases
 from engine.store._base import TaskStore
-
-SearchKind = Literal["id", "key", "payload"]
-SEARCH_KINDS: tuple[SearchKind, ...] = ("id", "key", "payload")
-
-#: Default ceiling of a count: beyond it the console shows "10,000+".
-DEFAULT_COUNT_CAP = 10_000
-#: How many tasks a payload text search reads per page at most.
-DEFAULT_PAYLOAD_SCAN = 50_000
-_CROCKFORD = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
-
-
-@dataclass(frozen=True, slots=True)
-class CappedCount:
-    """A count that stopped at ``cap``: ``value == cap`` means "at least that many"."""
-
-    value: int
-    cap: int
-
-    @property
-    def at_least(self) -> bool:
-        """True when the real count may be higher than ``value``."""
-        return self.value >= self.cap
-
-    def __str__(self) -> str:
-        return f"{self.value:,}+" if self.at_least else f"{self.value:,}"
-
-
-@dataclass(frozen=True, slots=True)
-class TaskFilter:
-    """What a task page shows: equality filters plus one optional search.
-
-    ``search`` is an id prefix, a key prefix or a payload substring, per
-    ``search_kind``; empty or None means no search.
-    """
-
-    status: str | None = None
-    queue: str | None = None
-    name: str | None = None
-    search: str | None = None
-    search_kind: SearchKind = "id"
-
-    def __post_init__(self) -> None:
-        check_status(self.status)
-        if self.search_kind not in SEARCH_KINDS:
-            raise ValueError(f"unknown search kind {self.search_kind!r}; expected {SEARCH_KINDS}")
-        for what in ("queue", "name", "search"):
-            value = getattr(self, what)
-            if value is not None and not isinstance(value, str):
-                raise ValueError(f"{what} must be a string or None")
-
-    @property
-    def active_search(self) -> str | None:
-        """The search text, or None when there is no search."""
-        return self.search if self.search else None
-
-
-@dataclass(frozen=True, slots=True)
-class TaskSummary:
-    """The light columns of a task row (no JSON), as a table shows them."""
-
-    id: str
-    name: str
-    queue: str
-    status: TaskStatus
-    attempt: int
-    max_attempts: int
-    priority: int
-    worker_id: str | None
-    lease_until_ms: int | None
-    run_at_ms: int
-    cancel_requested_at_ms: int | None
-    progress: float | None
-    message: str | None
-    created_at_ms: int
-    updated_at_ms: int
-    completed_at_ms: int | None
-    key: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TaskPage:
-    """One page of tasks and how to move from it.
-
-    ``order`` is ``"id"`` (newest first) or ``"key"`` (a key search, in key order);
-    ``first_cursor``/``last_cursor`` are the id (or key) of the first and last row.
-    ``total`` is the capped count of every matching task (None for a payload
-    search, which counts only within its scan window).
-    """
-
-    rows: tuple[TaskSummary, ...]
-    order: Literal["id", "key"]
-    has_previous: bool
-    has_next: bool
-    total: CappedCount | None
-    scan_limit: int | None = None
-
-    @property
-    def first_cursor(self) -> str | None:
-        return self._cursor(0)
-
-    @property
-    def last_cursor(self) -> str | None:
-        return self._cursor(-1)
-
-    def _cursor(self, index: int) -> str | None:
-        if not self.rows:
-            return None
-        row = self.rows[index]
-        return row.key if self.order == "key" else row.id
-
-
-@dataclass(frozen=True, slots=True)
-class QueueLatency:
-    """Per queue: ``run_at_ms`` of the oldest due queued task and of the next delayed one."""
-
-    queue: str
-    oldest_due_ms: int | None
-    next_delayed_ms: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class ThroughputBucket:
-    """Tasks of ``queue`` that entered ``status`` during one minute (epoch minute)."""
-
-    queue: str
-    status: str
-    minute: int
-    count: int
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseInfo:
-    """A running task's lease, for the leases view."""
-
-    id: str
-    name: str
-    queue: str
-    worker_id: str | None
-    attempt: int
-    max_attempts: int
-    lease_until_ms: int
-    cancel_requested_at_ms: int | None
-    progress: float | None
-    message: str | None
-    updated_at_ms: int
-
-    @property
-    def status(self) -> TaskStatus:
-        """Always ``"running"``: only running tasks hold a lease."""
-        return "running"
-
-
-@dataclass(frozen=True, slots=True)
-class KeyEntry:
-    """A row of ``cairnq_task_keys`` with the status of the task it points at."""
-
-    key: str
-    task_id: str
-    status: str | None
-    name: str | None
-    queue: str | None
-    created_at_ms: int
-    updated_at_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class KeyPage:
-    """One page of the key table, in key order."""
-
-    rows: tuple[KeyEntry, ...]
-    has_previous: bool
-    has_next: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ChildRef:
-    """A task submitted from another task (its ``parent_id``)."""
-
-    id: str
-    name: str
-    queue: str
-    status: str
-    created_at_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class TaskDetail:
-    """A task with everything around it: its keys, its lineage, its children."""
-
-    task: Task
-    keys: tuple[str, ...]
-    parent: TaskRef | None
-    root: TaskRef | None
-    children: tuple[ChildRef, ...]
-    children_capped: bool = False
-
-
-def prefix_range(prefix: str) -> tuple[str, str | None]:
-    """``[from, to)`` bounds of the strings starting with ``prefix`` (``to`` None = open).
-
-    Binary (SQLite) and C-collation (Postgres) order put every string with the
-    prefix inside these bounds, so a prefix search becomes an index range seek.
-    """
-    stem = prefix
-    while stem:
-        last = ord(stem[-1])
-        if last < 0x10FFFF:
-            return prefix, stem[:-1] + chr(last + 1)
-        stem = stem[:-1]
-    return prefix, None
-
-
-def normalise_id_prefix(text: str) -> str:
-    """An id prefix as stored: ``task_`` + upper-case Crockford digits.
-
-    ``01j9`` and ``TASK_01J9`` both become ``task_01J9``; anything else is kept.
-    """
-    text = text.strip()
-    body = text[5:] if text.lower().startswith("task_") else text
-    if body and set(body.upper()) <= _CROCKFORD:
-        return "task_" + body.upper()
-    return text
-
-
-def is_id_tail(flt: TaskFilter, total: CappedCount | None) -> bool:
-    """True when an id search matched no id prefix but could be the end of one.
-
-    The random part of an id is what people copy from logs; four or more Crockford
-    digits without the ``task_`` prefix are searched inside ids instead.
-    """
-    text = (flt.active_search or "").strip()
-    return (
-        flt.search_kind == "id"
-        and total is not None
-        and total.value == 0
-        and len(text) >= 4
-        and not text.lower().startswith("task_")
-        and set(text.upper()) <= _CROCKFORD
-    )
 
 
 class Inspector:
@@ -270,7 +51,10 @@ class Inspector:
     Args:
         store: a connected ``TaskStore`` (read-only is enough).
         count_cap: the default ceiling of counts (``CappedCount``).
-        payload_scan: tasks read per page by a payload text search.
+        payload_scan: tasks read per page by a payload text search (and the window
+            a sort by due or updated time orders).
+        error_window: the newest failures an error search and the failure groups
+            read at most.
         clock: epoch ms, used for "due" and "older than" (the console's clock).
     """
 
@@ -280,13 +64,15 @@ class Inspector:
         *,
         count_cap: int = DEFAULT_COUNT_CAP,
         payload_scan: int = DEFAULT_PAYLOAD_SCAN,
+        error_window: int = DEFAULT_ERROR_WINDOW,
         clock: Callable[[], int] = now_ms,
     ) -> None:
-        if count_cap < 1 or payload_scan < 1:
-            raise ValueError("count_cap and payload_scan must be >= 1")
+        if count_cap < 1 or payload_scan < 1 or error_window < 1:
+            raise ValueError("count_cap, payload_scan and error_window must be >= 1")
         self.store = store
         self.count_cap = count_cap
         self.payload_scan = payload_scan
+        self.error_window = error_window
         self.clock = clock
 
     async def _read(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -307,6 +93,15 @@ class Inspector:
         params.update(id_from=id_from, id_to=id_to)
         if flt.search_kind == "key" and search:
             params["key_from"], params["key_to"] = prefix_range(search)
+        if flt.sort == "created" and flt.has_time_range:
+            # Ids lead with their creation millisecond: a creation time range is an
+            # id range, intersected with an id-prefix search's.
+            if flt.since_ms is not None:
+                floor = id_at(flt.since_ms)
+                params["id_from"] = max(floor, params["id_from"] or floor)
+            if flt.until_ms is not None:
+                ceiling = id_at(flt.until_ms)
+                params["id_to"] = min(ceiling, params["id_to"] or ceiling)
         return params
 
     async def count_tasks(self, flt: TaskFilter, *, cap: int | None = None) -> CappedCount | None:
@@ -316,7 +111,9 @@ class Inspector:
             ValueError: ``cap`` below 1.
         """
         cap = self._cap(cap)
-        if flt.search_kind == "payload" and flt.active_search:
+        if flt.search_kind in ("payload", "error") and flt.active_search:
+            return None
+        if flt.has_time_range and flt.sort != "created":
             return None
         params = self._filter_params(flt)
         name = "inspect_count_tasks_by_key" if "key_from" in params else "inspect_count_tasks"
@@ -353,6 +150,12 @@ class Inspector:
             raise ValueError("give at most one of before and after")
         if not 1 <= limit <= 1000:
             raise ValueError(f"limit must be within 1..1000, got {limit}")
+        if flt.search_kind == "error" and flt.active_search:
+            return await _triage.error_page(self, flt, before=before, after=after, limit=limit)
+        if flt.sort != "created" and not flt.active_search:
+            return await _task_order.sorted_page(
+                self, flt, before=before, after=after, limit=limit, total=total
+            )
         if total is None:
             total = await self.count_tasks(flt)
         forward = after is None
@@ -360,7 +163,7 @@ class Inspector:
         search = flt.active_search
         scan_limit: int | None = None
         if flt.search_kind == "key" and search:
-            order: Literal["id", "key"] = "key"
+            order: PageOrder = "key"
             name = "inspect_tasks_by_key_after" if forward else "inspect_tasks_by_key_before"
             if forward:
                 params["after_key"] = before
@@ -369,15 +172,18 @@ class Inspector:
                 params.update(before_key=after, key_to=None)
         else:
             order = "id"
+            # Newest first walks towards older ids; oldest first (ascending) the other
+            # way; a previous page walks against the display order and is reversed.
+            older = forward == flt.descending
             if is_id_tail(flt, total):
                 # No id starts with the text: look for it inside the ids (people copy
                 # the end of an id), within a bounded window like a payload search.
-                name = "inspect_tasks_id_tail_older" if forward else "inspect_tasks_id_tail_newer"
+                stem = "inspect_tasks_id_tail"
                 scan_limit = self.payload_scan
                 params.update(text=(search or "").strip().upper(), scan_limit=scan_limit)
                 total = None
             elif flt.search_kind == "payload" and search:
-                name = "inspect_tasks_payload_older" if forward else "inspect_tasks_payload_newer"
+                stem = "inspect_tasks_payload"
                 scan_limit = self.payload_scan
                 params.update(text=search, scan_limit=scan_limit)
             else:
@@ -389,11 +195,8 @@ class Inspector:
                     and any(params.get(k) is not None for k in ("status", "queue", "name"))
                 )
                 stem = "inspect_tasks_sparse" if sparse else "inspect_tasks"
-                name = f"{stem}_older" if forward else f"{stem}_newer"
-            if forward:
-                params["before_id"] = before
-            else:
-                params["after_id"] = after
+            name = f"{stem}_older" if older else f"{stem}_newer"
+            params["before_id" if older else "after_id"] = before if forward else after
         rows = await self._read(name, {**params, "limit": limit + 1})
         more = len(rows) > limit
         rows = rows[:limit]
@@ -401,15 +204,37 @@ class Inspector:
             if not more:
                 return await self.tasks_page(flt, limit=limit, total=total)
             rows.reverse()
-        summaries = tuple(_summary(r) for r in rows)
+        summaries = await self.with_errors([summary_from_row(r) for r in rows])
         return TaskPage(
-            rows=summaries,
+            rows=tuple(summaries),
             order=order,
             has_previous=(before is not None) if forward else True,
             has_next=more if forward else True,
             total=total,
             scan_limit=scan_limit,
         )
+
+    async def with_errors(self, rows: Sequence[TaskSummary]) -> list[TaskSummary]:
+        """``rows`` with the error columns filled for failed and retrying tasks.
+
+        One primary-key lookup per such row (``inspect_task_errors``).
+        """
+        wanted = [r.id for r in rows if r.status in ("failed", "queued") and r.error_type is None]
+        if not wanted:
+            return list(rows)
+        ids: Any = wanted if self.store.dialect == "postgres" else _json.dumps(wanted)
+        found = {r["id"]: r for r in await self._read("inspect_task_errors", {"ids": ids})}
+        out = []
+        for row in rows:
+            hit = found.get(row.id)
+            if hit is not None:
+                row = replace(
+                    row,
+                    error_type=None if hit["error_type"] is None else str(hit["error_type"]),
+                    error_message=first_line(hit["error_message"]),
+                )
+            out.append(row)
+        return out
 
     async def matching_ids(
         self, flt: TaskFilter, *, statuses: Iterable[str], cap: int | None = None
@@ -514,7 +339,7 @@ class Inspector:
         rows = await self._read("inspect_queue_oldest_due", {"now_ms": self.clock()})
         return {
             r["queue"]: QueueLatency(
-                r["queue"], _opt_int(r["oldest_due_ms"]), _opt_int(r["next_delayed_ms"])
+                r["queue"], opt_int(r["oldest_due_ms"]), opt_int(r["next_delayed_ms"])
             )
             for r in rows
         }
@@ -543,6 +368,54 @@ class Inspector:
             out.setdefault(r["queue"], {})[r["status"]] = int(r["n"])
         return out
 
+    # -- failure triage, history, workers (engine._triage, _metrics, _fleet) ------------
+
+    async def failure_groups(
+        self, *, window_ms: int | None = 86_400_000, buckets: int = 30, cap: int | None = None
+    ) -> FailureGroups:
+        """Failed tasks grouped by name, error type and masked first message line.
+
+        Over the failures completed in the last ``window_ms`` (None = every one
+        retained), at most the newest ``cap`` (default ``error_window``): count,
+        first and last seen, ``buckets`` counts across the window, an example task.
+
+        Raises:
+            ValueError: a bad window, bucket count or cap.
+        """
+        return await _triage.failure_groups(self, window_ms=window_ms, buckets=buckets, cap=cap)
+
+    async def failure_selection(
+        self,
+        group: FailureGroup | tuple[str, str, str],
+        *,
+        window_ms: int | None = 86_400_000,
+        limit: int = 1_000,
+        cap: int | None = None,
+    ) -> FailureSelection:
+        """The tasks of one failure group (the same window): an exact count and up
+        to ``limit`` ids, newest first, for a group retry, cancel or purge."""
+        return await _triage.failure_selection(
+            self, group, window_ms=window_ms, limit=limit, cap=cap
+        )
+
+    async def metrics(
+        self, *, window_ms: int = 3_600_000, buckets: int = 60, cap: int = DEFAULT_METRICS_CAP
+    ) -> Metrics:
+        """Per queue and name over the last ``window_ms``: finished tasks per bucket
+        (whole minutes) by status, and due-to-done latency p50 / p95 / p99.
+
+        Raises:
+            ValueError: a window under a minute, or a bad bucket count or cap.
+        """
+        return await _metrics.metrics(self, window_ms=window_ms, buckets=buckets, cap=cap)
+
+    async def workers(self, *, limit: int = 10_000) -> list[WorkerLeases]:
+        """Every worker id holding a lease now (from the running rows, at most
+        ``limit`` of them): tasks held, names, the shortest lease left and the
+        tasks whose lease expired unrenewed (waiting for recovery). Workers that
+        stopped heartbeating come first."""
+        return await _fleet.workers(self, limit=limit)
+
     # -- leases, keys, purge ---------------------------------------------------------------
 
     async def running(self, *, limit: int = 500) -> list[LeaseInfo]:
@@ -557,7 +430,7 @@ class Inspector:
                 attempt=int(r["attempt"]),
                 max_attempts=int(r["max_attempts"]),
                 lease_until_ms=int(r["lease_until_ms"]),
-                cancel_requested_at_ms=_opt_int(r["cancel_requested_at_ms"]),
+                cancel_requested_at_ms=opt_int(r["cancel_requested_at_ms"]),
                 progress=r["progress"],
                 message=r["message"],
                 updated_at_ms=int(r["updated_at_ms"]),
@@ -649,72 +522,3 @@ class Inspector:
         if cap < 1:
             raise ValueError(f"cap must be >= 1, got {cap}")
         return cap
-
-
-def _opt_int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
-def _summary(row: Mapping[str, Any]) -> TaskSummary:
-    return TaskSummary(
-        id=row["id"],
-        name=row["name"],
-        queue=row["queue"],
-        status=row["status"],
-        attempt=int(row["attempt"]),
-        max_attempts=int(row["max_attempts"]),
-        priority=int(row["priority"]),
-        worker_id=row["worker_id"],
-        lease_until_ms=_opt_int(row["lease_until_ms"]),
-        run_at_ms=int(row["run_at_ms"]),
-        cancel_requested_at_ms=_opt_int(row["cancel_requested_at_ms"]),
-        progress=row["progress"],
-        message=row["message"],
-        created_at_ms=int(row["created_at_ms"]),
-        updated_at_ms=int(row["updated_at_ms"]),
-        completed_at_ms=_opt_int(row["completed_at_ms"]),
-        key=row.get("key"),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class SQLiteFileKind:
-    """What a path holds, checked read-only before a store opens (and migrates) it.
-
-    ``kind``: ``"missing"``, ``"empty"`` (a zero-byte file), ``"cairnq"`` (has
-    ``cairnq_tasks``), ``"foreign"`` (a SQLite database without it; ``tables``
-    lists what it holds) or ``"not-sqlite"`` (``detail`` says why).
-    """
-
-    kind: Literal["missing", "empty", "cairnq", "foreign", "not-sqlite"]
-    tables: tuple[str, ...] = ()
-    detail: str = ""
-
-
-def describe_sqlite_file(path: str) -> SQLiteFileKind:
-    """Look at ``path`` without writing to it (not even the journal mode).
-
-    A store opened with migrations on would create the cairnq tables in any
-    SQLite file; a console pointed at the wrong file must refuse instead.
-    """
-    file = Path(path)
-    if not file.exists():
-        return SQLiteFileKind("missing")
-    if file.is_dir():
-        return SQLiteFileKind("not-sqlite", detail="it is a directory")
-    if file.stat().st_size == 0:
-        return SQLiteFileKind("empty")
-    if not os.access(file, os.R_OK):
-        return SQLiteFileKind("not-sqlite", detail="permission denied")
-    try:
-        conn = sqlite3.connect(file.resolve().as_uri() + "?mode=ro", uri=True)
-        try:
-            rows = conn.execute(
-                "select name from sqlite_master where type = 'table' order by name"
-            ).fetchall()
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
-        return SQLiteFileKind("not-sqlite", detail=str(exc))
-    tables = tuple(str(r[0]) for r in rows)
-    return SQLiteFileKind("cairnq" if "cairnq_tasks" in tables else "foreign", tables)

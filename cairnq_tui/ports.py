@@ -1,7 +1,7 @@
 """What the views, screens and controls use of the console app, as a protocol.
 
 ``ConsoleApp`` implements ``Console`` (mypy checks it, see ``app.py``). The views
-reach it through ``ConsoleNode.console`` (``widgets/console_node.py``) and the
+reach it through ``ConsoleNode.console`` (``widgets/view_bases.py``) and the
 controls are built on it, so neither imports the app: ``app.py`` imports them,
 never the other way round. What Textual's ``App`` offers every widget
 (``notify``, ``push_screen`` …) stays on ``self.app``; the controls, which are
@@ -24,7 +24,7 @@ from cairnq_tui.hosting import WorkerHost
 from cairnq_tui.messages import DataMessage
 from cairnq_tui.settings import Settings
 from engine import CairnQ, TaskStore
-from engine.inspect import Inspector
+from engine.inspection import Inspector
 from engine.snapshots import WaitSnapshot
 
 if TYPE_CHECKING:

@@ -31,8 +31,8 @@ from textual.message import Message
 from textual.worker import Worker as TextualWorker
 
 from cairnq_tui import keymap
-from cairnq_tui.console import Console, console_of
 from cairnq_tui.messages import DataMessage
+from cairnq_tui.ports import Console, console_of
 
 if TYPE_CHECKING:
     from textual.app import App

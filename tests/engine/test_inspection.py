@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from schema_names import statement_names
 
-from engine._inspect import normalise_id_prefix, prefix_range
-from engine.inspect import CappedCount, Inspector, TaskFilter
+from engine._inspect_search import normalise_id_prefix, prefix_range
+from engine.inspection import CappedCount, Inspector, TaskFilter
 from engine.store import TaskStore
 
 

@@ -1,0 +1,193 @@
+"""History from the retained rows: throughput and due-to-done latency over a window.
+
+Two reads, each a walk of the completion index from the newest completion back
+to the window's start, at most ``cap`` rows (``DEFAULT_METRICS_CAP``): one counts
+finished tasks per queue, name, status and time bucket, the other builds a
+latency histogram (``completed_at_ms - run_at_ms``) to two significant digits per
+queue and name, from which p50 / p95 / p99 are read. The cost follows the
+completions in the window, never the table size, and the cap bounds it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine._inspector import Inspector
+
+#: Completions a metrics read looks at, at most (newest first).
+DEFAULT_METRICS_CAP = 2_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Latency:
+    """Due-to-done latency of ``count`` finished tasks, from a histogram.
+
+    The percentiles are exact below 100 ms and to two significant digits above
+    (the middle of the histogram bucket). None when ``count`` is 0.
+    """
+
+    count: int
+    p50_ms: int | None
+    p95_ms: int | None
+    p99_ms: int | None
+    histogram: tuple[tuple[int, int], ...]  # (bucket's lower bound in ms, count), ascending
+
+    @classmethod
+    def of(cls, histogram: Iterable[tuple[int, int]]) -> Latency:
+        merged: dict[int, int] = {}
+        for lower, n in histogram:
+            merged[lower] = merged.get(lower, 0) + n
+        ordered = tuple(sorted(merged.items()))
+        total = sum(n for _, n in ordered)
+        return cls(
+            count=total,
+            p50_ms=_percentile(ordered, total, 0.50),
+            p95_ms=_percentile(ordered, total, 0.95),
+            p99_ms=_percentile(ordered, total, 0.99),
+            histogram=ordered,
+        )
+
+
+def _bucket_lower(digits: int, lead: int) -> int:
+    return lead if digits <= 2 else lead * int(10 ** (digits - 2))
+
+
+def _bucket_middle(lower: int) -> int:
+    if lower < 100:
+        return lower
+    width = int(10 ** (len(str(lower)) - 2))
+    return lower + width // 2
+
+
+def _percentile(ordered: tuple[tuple[int, int], ...], total: int, q: float) -> int | None:
+    if total == 0:
+        return None
+    rank = max(1, math.ceil(q * total))
+    seen = 0
+    for lower, n in ordered:
+        seen += n
+        if seen >= rank:
+            return _bucket_middle(lower)
+    return _bucket_middle(ordered[-1][0])
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSeries:
+    """One queue and task name over the window: counts per bucket, oldest first."""
+
+    queue: str
+    name: str
+    succeeded: tuple[int, ...]
+    failed: tuple[int, ...]
+    canceled: tuple[int, ...]
+    latency: Latency
+
+    def per_minute(self, counts: tuple[int, ...], bucket_ms: int) -> tuple[float, ...]:
+        """``counts`` (one of this series' tuples) as a rate per minute."""
+        return tuple(c * 60_000 / bucket_ms for c in counts)
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    """Throughput and latency per queue and name over ``[since_ms, until_ms]``.
+
+    Bucket ``i`` of every series covers ``bucket_start_ms + i * bucket_ms``.
+    ``completions_read`` tasks were read; ``capped`` says the window held more
+    than ``cap`` and only the newest ``cap`` were counted.
+    """
+
+    since_ms: int
+    until_ms: int
+    bucket_ms: int
+    bucket_start_ms: int
+    series: tuple[MetricSeries, ...]
+    completions_read: int
+    cap: int
+
+    @property
+    def capped(self) -> bool:
+        return self.completions_read >= self.cap
+
+    def by_queue(self) -> tuple[MetricSeries, ...]:
+        """The series summed over names, one per queue (``name`` is ``"*"``)."""
+        out: dict[str, list[MetricSeries]] = {}
+        for s in self.series:
+            out.setdefault(s.queue, []).append(s)
+        return tuple(
+            MetricSeries(
+                queue=queue,
+                name="*",
+                succeeded=_sum(s.succeeded for s in parts),
+                failed=_sum(s.failed for s in parts),
+                canceled=_sum(s.canceled for s in parts),
+                latency=Latency.of(pair for s in parts for pair in s.latency.histogram),
+            )
+            for queue, parts in sorted(out.items())
+        )
+
+
+def _sum(rows: Iterable[tuple[int, ...]]) -> tuple[int, ...]:
+    return tuple(sum(col) for col in zip(*rows, strict=True))
+
+
+async def metrics(
+    inspector: Inspector,
+    *,
+    window_ms: int,
+    buckets: int = 60,
+    cap: int = DEFAULT_METRICS_CAP,
+) -> Metrics:
+    """See ``Inspector.metrics``."""
+    for what, value, low in (("window_ms", window_ms, 60_000), ("buckets", buckets, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{what} must be an integer >= {low}, got {value!r}")
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+        raise ValueError(f"cap must be a positive integer, got {cap!r}")
+    now = inspector.clock()
+    since = now - window_ms
+    bucket_ms = max(60_000, math.ceil(window_ms / buckets / 60_000) * 60_000)
+    params = {"since_ms": since, "cap": cap, "bucket_ms": bucket_ms}
+    counts = await inspector._read("inspect_metrics_throughput", params)
+    latencies = await inspector._read("inspect_metrics_latency", {"since_ms": since, "cap": cap})
+    first = since // bucket_ms
+    width = now // bucket_ms - first + 1
+    per: dict[tuple[str, str], dict[str, list[int]]] = {}
+    read = 0
+    for r in counts:
+        key = (str(r["queue"]), str(r["name"]))
+        series = per.setdefault(key, {s: [0] * width for s in ("succeeded", "failed", "canceled")})
+        index = int(r["bucket"]) - first
+        n = int(r["n"])
+        read += n
+        if r["status"] in series and 0 <= index < width:
+            series[str(r["status"])][index] += n
+    hist: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for r in latencies:
+        key = (str(r["queue"]), str(r["name"]))
+        hist.setdefault(key, []).append(
+            (_bucket_lower(int(r["digits"]), int(r["lead"])), int(r["n"]))
+        )
+    out = tuple(
+        MetricSeries(
+            queue=key[0],
+            name=key[1],
+            succeeded=tuple(per[key]["succeeded"]),
+            failed=tuple(per[key]["failed"]),
+            canceled=tuple(per[key]["canceled"]),
+            latency=Latency.of(hist.get(key, [])),
+        )
+        for key in sorted(per)
+    )
+    return Metrics(
+        since_ms=since,
+        until_ms=now,
+        bucket_ms=bucket_ms,
+        bucket_start_ms=first * bucket_ms,
+        series=out,
+        completions_read=read,
+        cap=cap,
+    )

@@ -1,0 +1,64 @@
+"""What a SQLite path holds, looked at read-only before anything opens it as a store."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+
+@dataclass(frozen=True, slots=True)
+class SQLiteFileKind:
+    """What a path holds, checked read-only before a store opens (and migrates) it.
+
+    ``kind``: ``"missing"``, ``"empty"`` (a zero-byte file), ``"cairnq"`` (has
+    ``cairnq_tasks``), ``"foreign"`` (a SQLite database without it; ``tables``
+    lists what it holds), ``"locked"`` (another connection holds it, e.g. a
+    rollback-journal database in an exclusive transaction: what it is cannot be
+    read now; opening a store on it raises ``StoreLocked``) or ``"not-sqlite"``
+    (``detail`` says why).
+    """
+
+    kind: Literal["missing", "empty", "cairnq", "foreign", "locked", "not-sqlite"]
+    tables: tuple[str, ...] = ()
+    detail: str = ""
+
+
+#: How long ``describe_sqlite_file`` waits for another connection's lock.
+_DESCRIBE_WAIT_S = 1.0
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+
+
+def describe_sqlite_file(path: str) -> SQLiteFileKind:
+    """Look at ``path`` without writing to it (not even the journal mode).
+
+    A store opened with migrations on would create the cairnq tables in any
+    SQLite file; a console pointed at the wrong file must refuse instead.
+    """
+    file = Path(path)
+    if not file.exists():
+        return SQLiteFileKind("missing")
+    if file.is_dir():
+        return SQLiteFileKind("not-sqlite", detail="it is a directory")
+    if file.stat().st_size == 0:
+        return SQLiteFileKind("empty")
+    if not os.access(file, os.R_OK):
+        return SQLiteFileKind("not-sqlite", detail="permission denied")
+    try:
+        conn = sqlite3.connect(
+            file.resolve().as_uri() + "?mode=ro", uri=True, timeout=_DESCRIBE_WAIT_S
+        )
+        try:
+            rows = conn.execute(
+                "select name from sqlite_master where type = 'table' order by name"
+            ).fetchall()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        if exc.sqlite_errorcode & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED):
+            return SQLiteFileKind("locked", detail=str(exc))
+        return SQLiteFileKind("not-sqlite", detail=str(exc))
+    tables = tuple(str(r[0]) for r in rows)
+    return SQLiteFileKind("cairnq" if "cairnq_tasks" in tables else "foreign", tables)

@@ -1,0 +1,26 @@
+-- inspect_errors_retrying: queued tasks waiting for a retry after an error whose
+-- error type or message contains :text (lower-cased), newest failure first. Only
+-- the first :scan_limit queued tasks the (status, completed_at_ms) index yields are
+-- looked at (the order by names the index's column so that every planner walks it
+-- rather than reading the table until enough queued rows turned up), so the read
+-- is bounded whatever the backlog.
+-- Params: :text; :queue, :name (NULL = any); :scan_limit; :limit.
+select t.id, t.name, t.queue, t.status, t.attempt, t.max_attempts, t.priority, t.worker_id,
+       t.lease_until_ms, t.run_at_ms, t.cancel_requested_at_ms, t.progress,
+       substr(t.message, 1, 200) as message, t.created_at_ms, t.updated_at_ms,
+       t.completed_at_ms,
+       t.error ->> 'type' as error_type,
+       left(t.error ->> 'message', 2000) as error_message
+from (
+    select * from cairnq_tasks
+    where status = 'queued'
+    order by completed_at_ms
+    limit :scan_limit
+) as t
+where t.error is not null
+  and (:queue::text is null or t.queue = :queue::text)
+  and (:name::text is null or t.name = :name::text)
+  and strpos(lower(coalesce(t.error ->> 'type', '') || E'\n' || coalesce(t.error ->> 'message', '')),
+             :text::text) > 0
+order by t.updated_at_ms desc, t.id desc
+limit :limit;

@@ -1,0 +1,20 @@
+-- inspect_sorted_completed_older: finished tasks in completion order (desc), strictly
+-- before the cursor (:cursor_ms, :cursor_id), completed within [:from_ms, :to_ms).
+-- A completion index serves each filter: (status, completed_at_ms) for a status,
+-- the partial (queue, completed_at_ms) for a queue (its three-status predicate is
+-- spelled out), (completed_at_ms) otherwise; the walk stops at :limit rows.
+-- Params: :status, :queue, :name (NULL = any); :from_ms, :to_ms; :cursor_ms,
+-- :cursor_id (the first page passes a cursor past every row); :limit.
+select id, name, queue, status, attempt, max_attempts, priority, worker_id, lease_until_ms,
+       run_at_ms, cancel_requested_at_ms, progress, substr(message, 1, 200) as message,
+       created_at_ms, updated_at_ms, completed_at_ms
+from cairnq_tasks
+where status in ('succeeded', 'failed', 'canceled')
+  and (:status::text is null or status = :status::text)
+  and (:queue::text is null or queue = :queue::text)
+  and (:name::text is null or name = :name::text)
+  and completed_at_ms >= :from_ms::bigint and completed_at_ms < :to_ms::bigint
+  and completed_at_ms <= :cursor_ms::bigint
+  and (completed_at_ms < :cursor_ms::bigint or id < :cursor_id::text)
+order by completed_at_ms desc, id desc
+limit :limit;

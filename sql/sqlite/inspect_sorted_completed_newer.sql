@@ -1,0 +1,20 @@
+-- inspect_sorted_completed_newer: finished tasks in completion order (asc), strictly
+-- after the cursor (:cursor_ms, :cursor_id), completed within [:from_ms, :to_ms).
+-- A completion index serves each filter: (status, completed_at_ms) for a status,
+-- the partial (queue, completed_at_ms) for a queue (its three-status predicate is
+-- spelled out), (completed_at_ms) otherwise; the walk stops at :limit rows.
+-- Params: :status, :queue, :name (NULL = any); :from_ms, :to_ms; :cursor_ms,
+-- :cursor_id (the first page passes a cursor past every row); :limit.
+select id, name, queue, status, attempt, max_attempts, priority, worker_id, lease_until_ms,
+       run_at_ms, cancel_requested_at_ms, progress, substr(message, 1, 200) as message,
+       created_at_ms, updated_at_ms, completed_at_ms
+from cairnq_tasks
+where status in ('succeeded', 'failed', 'canceled')
+  and (:status is null or status = :status)
+  and (:queue is null or queue = :queue)
+  and (:name is null or name = :name)
+  and completed_at_ms >= :from_ms and completed_at_ms < :to_ms
+  and completed_at_ms >= :cursor_ms
+  and (completed_at_ms > :cursor_ms or id > :cursor_id)
+order by completed_at_ms asc, id asc
+limit :limit;
