@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from worker_support import eventually, finished
+from worker_support import DIALECTS, eventually, finished
 
 from engine import CairnQ, PostgresStore, TaskStore, Worker
 
