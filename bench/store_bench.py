@@ -287,7 +287,7 @@ def _insert_params(task_id: str, i: int, now: int) -> dict[str, Any]:
         "parent_id": None,
         "root_id": task_id,
         "correlation_id": None,
-        "run_at_ms": now,
+        "delay_ms": 0,
         "now_ms": now,
     }
 

@@ -18,13 +18,13 @@ import tempfile
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from cairnq_tui import __version__
-from cairnq_tui.config import ConfigError, apply_to_args, settings_fields
 from cairnq_tui.exits import EXIT_BAD_TARGET, refused
-from cairnq_tui.hosting import HostError, WorkerHost
-from cairnq_tui.serve import Served, add_serve_parser, serve
+from cairnq_tui.hosting import HostError, WorkerHost, run_hosting, start_hosting
+from cairnq_tui.named_targets import ConfigError, apply_to_args, settings_fields
+from cairnq_tui.serve import add_serve_parser, serve
 from cairnq_tui.target import (
     TargetError,
     cannot_open,
@@ -32,9 +32,6 @@ from cairnq_tui.target import (
     make_store,
     parse_target,
 )
-
-if TYPE_CHECKING:
-    from cairnq_tui.app import ConsoleApp
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,6 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="host this engine.Worker (or a function taking the store and returning one) "
         "in the console, on the same database (repeatable)",
     )
+    launch.add_argument(
+        "--create",
+        action="store_true",
+        help="create the cairnq tables in an empty Postgres database or a missing --schema "
+        "(a hosted --worker does too; a new SQLite file is always created)",
+    )
     add_serve_parser(commands, launch)
     demo = commands.add_parser(
         "demo",
@@ -169,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return refused(str(exc))
     if args.workers and args.read_only:
         return refused("--worker cannot be used with --read-only")
+    if args.create and args.read_only:
+        return refused("--create cannot be used with --read-only")
     return serve(args) if args.command == "serve" else launch(args)
 
 
@@ -216,7 +221,8 @@ def launch(args: argparse.Namespace) -> int:
                 reference=store,
             )
             host.check()
-        notice = asyncio.run(check_target(target, read_only=args.read_only))
+        create = args.create or bool(args.workers)
+        notice = asyncio.run(check_target(target, read_only=args.read_only, create=create))
     except (TargetError, HostError) as exc:
         return refused(str(exc))
     except KeyboardInterrupt:
@@ -236,7 +242,7 @@ def launch(args: argparse.Namespace) -> int:
     )
     app = ConsoleApp(store, settings, host=host)
     if not start_hosting(host):
-        if notice is not None:
+        if notice is not None and not target.is_postgres:
             _remove_sqlite_file(target.raw)  # created above for workers that never started
         return EXIT_BAD_TARGET
     return run_hosting(app, host, started=True)
@@ -246,33 +252,6 @@ def _remove_sqlite_file(path: str) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
         with contextlib.suppress(OSError):
             os.remove(path + suffix)
-
-
-def start_hosting(host: WorkerHost | None) -> bool:
-    """Start the hosted workers; False (and one line on stderr) when one cannot start."""
-    if host is not None:
-        try:
-            host.start()
-        except HostError as exc:
-            print(f"cairnq-tui: {exc}", file=sys.stderr)
-            return False
-    return True
-
-
-def run_hosting(app: ConsoleApp | Served, host: WorkerHost | None, *, started: bool = False) -> int:
-    """Start the hosted workers (unless ``started``), run the console (or server), then
-    shut them down."""
-    if not started and not start_hosting(host):
-        return EXIT_BAD_TARGET
-    try:
-        app.run()
-    finally:
-        if host is not None:
-            host.shutdown()
-            left = host.left_running_line()
-            if left is not None:
-                print(left, file=sys.stderr)
-    return app.return_code or 0
 
 
 def demo(args: argparse.Namespace) -> int:

@@ -386,9 +386,9 @@ class Controls:
         )
 
     async def _submit(self, request: SubmitRequest) -> None:
-        before = await self.app.client.get_status_by_key(request.key) if request.key else None
+        # One engine call: the outcome says what happened, the error who holds the key.
         try:
-            task = await self.app.client.submit(
+            outcome = await self.app.client.submit_outcome(
                 request.name,
                 request.payload,
                 key=request.key,
@@ -398,17 +398,17 @@ class Controls:
                 delay_ms=request.delay_ms,
                 max_attempts=request.max_attempts,
             )
-        except AlreadyExists:
-            holder = await self.app.client.get_status_by_key(str(request.key))
-            held = f"task {holder.id} ({holder.status})" if holder is not None else "a task"
+        except AlreadyExists as exc:
+            held = f"task {exc.task_id} ({exc.status})" if exc.task_id is not None else "a task"
             self._finish(
                 f"Rejected (AlreadyExists): key {quoted(request.key)} already holds {held}; "
                 "nothing written.",
                 "warning",
-                open_task=holder.id if holder is not None else None,
+                open_task=exc.task_id,
             )
             return
-        if before is not None and before.id == task.id:
+        task = outcome.task
+        if outcome.action == "reused":
             self._finish(
                 f"Reused the existing task {task.id} ({task.status}) "
                 f"under key {quoted(request.key)}.",
@@ -416,8 +416,8 @@ class Controls:
             )
             return
         moved = f"; key {quoted(request.key)} now points at it" if request.key else ""
-        if before is not None and request.conflict == "replace":
-            moved += f" (was {before.id})"
+        if outcome.previous is not None and request.conflict == "replace":
+            moved += f" (was {outcome.previous.id})"
         self._finish(
             f"Submitted new task {task.id}{moved}.",
             open_task=task.id,

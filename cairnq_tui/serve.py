@@ -6,8 +6,11 @@ consoles are read-only unless ``--allow-writes`` is given, and they never host
 workers: ``--worker`` runs each worker once, in this server process, and the
 tabs see it through the database like any other worker.
 
-The server binds to 127.0.0.1 unless ``--host`` says otherwise; anyone who can
-reach the port gets a console on the target (there is no login).
+The server binds to 127.0.0.1 unless ``--host`` says otherwise, and answers only
+its own page (``cairnq_tui.web``): a request naming another host, or sent by
+another site's page, is refused before any console starts; at most
+``--max-sessions`` tabs run at once; bound beyond loopback it also needs a token,
+generated and printed in the URL unless ``--token`` gives one.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ import argparse
 import asyncio
 import os
 import shlex
+import socket
 import sys
 from functools import partial
 from typing import Any
 
-from cairnq_tui.config import SERVED_ENV
 from cairnq_tui.exits import EXIT_BAD_TARGET, refused
-from cairnq_tui.hosting import HostError, WorkerHost
+from cairnq_tui.hosting import HostError, WorkerHost, run_hosting
+from cairnq_tui.settings import SERVED_ENV
 from cairnq_tui.target import (
     TargetError,
     cannot_open,
@@ -30,9 +34,20 @@ from cairnq_tui.target import (
     make_store,
     parse_target,
 )
+from cairnq_tui.web import (
+    DEFAULT_MAX_SESSIONS,
+    Gate,
+    GateError,
+    WebConsole,
+    check_token,
+    is_loopback,
+    new_token,
+)
 from engine.store import redact_dsn
 
 LOOPBACK = "127.0.0.1"
+#: Where ``serve`` reads a token when ``--token`` is not given (kept out of ``ps``).
+TOKEN_ENV = "CAIRNQ_TUI_TOKEN"
 
 
 def add_serve_parser(commands: Any, launch: argparse.ArgumentParser) -> None:
@@ -60,7 +75,20 @@ def add_serve_parser(commands: Any, launch: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--public-url",
         metavar="URL",
-        help="the URL browsers use to reach the server (default http://HOST:PORT)",
+        help="the URL browsers use to reach the server (default http://HOST:PORT); "
+        "the server answers to its host name too",
+    )
+    serve.add_argument(
+        "--max-sessions",
+        type=_sessions,
+        default=DEFAULT_MAX_SESSIONS,
+        metavar="N",
+        help=f"browser tabs (console processes) served at once (default {DEFAULT_MAX_SESSIONS})",
+    )
+    serve.add_argument(
+        "--token",
+        help="the token browsers need (default: $CAIRNQ_TUI_TOKEN; beyond loopback a new "
+        "one is generated and printed in the URL; on loopback none is needed)",
     )
 
 
@@ -72,6 +100,33 @@ def _port(text: str) -> int:
     if not 0 < port < 65536:
         raise argparse.ArgumentTypeError("a port is between 1 and 65535")
     return port
+
+
+def _sessions(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of sessions: {text!r}") from None
+    if not 1 <= count <= 1000:
+        raise argparse.ArgumentTypeError("--max-sessions is between 1 and 1000")
+    return count
+
+
+def serve_gate(args: argparse.Namespace) -> tuple[Gate, str]:
+    """The gate for ``args``'s address and token, and the URL to print (token included).
+
+    Raises:
+        GateError: a token that cannot guard the server.
+    """
+    given = args.token or os.environ.get(TOKEN_ENV) or None
+    token = check_token(given) if given else None
+    if token is None and not is_loopback(args.host):
+        token = new_token()
+    shown = args.host if args.host not in ("0.0.0.0", "::") else socket.gethostname()
+    shown = f"[{shown}]" if ":" in shown else shown
+    base = (args.public_url or f"http://{shown}:{args.port}").rstrip("/") + "/"
+    gate = Gate.for_server(args.host, args.port, public_url=base, token=token)
+    return gate, f"{base}?token={token}" if token else base
 
 
 def console_command(args: argparse.Namespace, *, read_only: bool) -> list[str]:
@@ -107,9 +162,14 @@ def serve(args: argparse.Namespace) -> int:
             "drop it from the DSN and set PGPASSWORD, or name a target with password_env"
         )
     try:
+        gate, url = serve_gate(args)
+    except GateError as exc:
+        return refused(str(exc))
+    try:
         target = args.resolved or parse_target(args.target, args.schema)
         # A new SQLite file is created here when writes are allowed (or a worker runs).
-        asyncio.run(check_target(target, read_only=read_only and not args.workers))
+        writes = bool(args.workers) or args.create
+        asyncio.run(check_target(target, read_only=read_only and not writes, create=writes))
         host = None
         if args.workers:
             host = WorkerHost(
@@ -124,25 +184,16 @@ def serve(args: argparse.Namespace) -> int:
         return EXIT_BAD_TARGET
     os.environ[SERVED_ENV] = "1"  # the tabs' consoles inherit it: they host no worker
     name = args.named.name if args.named else target.display
-    server = Server(
-        shlex.join(console_command(args, read_only=read_only)),
+    title = f"cairnq console · {name}"
+    sessions = Server(shlex.join(console_command(args, read_only=read_only)), title=title)
+    server = WebConsole(
+        sessions,
         host=args.host,
         port=args.port,
-        title=f"cairnq console · {name}",
+        gate=gate,
+        url=url,
+        title=title,
+        max_sessions=args.max_sessions,
         public_url=args.public_url,
     )
-    from cairnq_tui.cli import run_hosting  # (cli imports this module)
-
-    return run_hosting(Served(server), host)
-
-
-class Served:
-    """The server as ``run_hosting`` runs a console: ``run()``, then ``return_code``."""
-
-    return_code = 0
-
-    def __init__(self, server: Any) -> None:
-        self.server = server
-
-    def run(self) -> None:
-        self.server.serve()
+    return run_hosting(server, host)

@@ -1,10 +1,19 @@
-"""What ``cairnq-tui launch`` (or a switch of target) asked the console for."""
+"""What the console runs with: the ``Settings`` that ``cairnq-tui launch`` (or a
+switch of target) asked for.
+
+(What a TARGET is and how it is opened: ``target``; the config file that names
+targets: ``named_targets``.)
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from cairnq_tui.target import Target
+
+#: Set by ``serve`` for the consoles it starts: they never host workers and stay
+#: on their target.
+SERVED_ENV = "CAIRNQ_TUI_SERVED"
 
 
 @dataclass(frozen=True)

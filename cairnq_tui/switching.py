@@ -19,33 +19,43 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from cairnq_tui import config
+from cairnq_tui import named_targets
 from cairnq_tui.commands import ConsoleCommands
 from cairnq_tui.controls import Controls
 from cairnq_tui.formatting import clean
+from cairnq_tui.hosting import WorkerHost
 from cairnq_tui.ports import Console, console_of
 from cairnq_tui.screens.targets import TargetPickerScreen, TypeNameScreen
+from cairnq_tui.settings import SERVED_ENV
 from cairnq_tui.target import TargetError, check_target, make_store
 from engine.inspection import TaskFilter
 
 
 def _why_not(app: Console) -> str | None:
     if app.host is not None:
-        return "This console hosts workers (--worker) on its target: it cannot switch."
-    if os.environ.get(config.SERVED_ENV) == "1":
+        return f"This console hosts {_hosted(app.host)} on its target: it cannot switch."
+    if os.environ.get(SERVED_ENV) == "1":
         return "A served console stays on the target it was served for."
     return None
 
 
-def _targets(app: Console) -> config.Config | None:
+def _hosted(host: WorkerHost) -> str:
+    """What the console hosts, in the words it was asked for (the demo's is built in)."""
+    specs = [str(hosted.spec) for hosted in host.workers]
+    if all(spec.startswith("cairnq_tui.demo:") for spec in specs):
+        return "the demo worker"
+    return f"--worker {', '.join(specs)}"
+
+
+def _targets(app: Console) -> named_targets.Config | None:
     """The config's targets now (read again, so edits show), or None after a notice."""
     why = _why_not(app)
     if why is not None:
         app.notify(why, severity="warning", markup=False)
         return None
     try:
-        found = config.load(app.settings.config_path)
-    except config.ConfigError as exc:
+        found = named_targets.load(app.settings.config_path)
+    except named_targets.ConfigError as exc:
         app.notify(str(exc), title="Bad config", severity="error", markup=False)
         return None
     if not found.targets:
@@ -68,7 +78,7 @@ def pick_target(app: Console) -> None:
     app.push_screen(TargetPickerScreen(listed, app.settings.name), chosen)
 
 
-def switch_to(app: Console, named: config.NamedTarget) -> None:
+def switch_to(app: Console, named: named_targets.NamedTarget) -> None:
     """Check ``named`` in a worker, then point the console at it."""
 
     async def job() -> None:
@@ -77,7 +87,7 @@ def switch_to(app: Console, named: config.NamedTarget) -> None:
             target = named.open_target()
             notice = await check_target(target, read_only=read_only)
             store = make_store(target, read_only=read_only)
-        except (config.ConfigError, TargetError) as exc:
+        except (named_targets.ConfigError, TargetError) as exc:
             app.notify(
                 clean(str(exc)),
                 title=f"Cannot switch to {named.name}",
@@ -111,8 +121,8 @@ class TargetCommands(ConsoleCommands):
         if _why_not(app) is not None:
             return []
         try:
-            found = config.load(app.settings.config_path)
-        except config.ConfigError:
+            found = named_targets.load(app.settings.config_path)
+        except named_targets.ConfigError:
             return []  # the palette stays quiet; ":" says what is wrong
         return [
             (

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine._errors import TaskCanceled, TaskFailed
 from engine._gate import QueueGate
-from engine._models import Conflict, Task, TaskDef, TaskRef
+from engine._models import Conflict, SubmitOutcome, Task, TaskDef, TaskRef
 from engine._retention import Retention, RetentionSweeper
 from engine._waits import DEFAULT_MAX_POLL_MS, DEFAULT_POLL_MS, DEFAULT_TIMEOUT_MS, wait_for_task
 from engine.store._signals import WatchSignal
@@ -52,7 +52,7 @@ class CairnQ:
     ) -> None:
         self._store = store
         if max_queue_depth is not None:
-            store.set_queue_gate(QueueGate(max_queue_depth, max_queue_wait_ms))
+            store._set_queue_gate(QueueGate(max_queue_depth, max_queue_wait_ms))
         if retention is None:
             self._sweeper: RetentionSweeper | None = None
         else:
@@ -159,6 +159,49 @@ class CairnQ:
         """
         store = await self._ready()
         return await store.submit(
+            name=name.name if isinstance(name, TaskDef) else name,
+            payload=payload,
+            queue=queue,
+            key=key,
+            conflict=conflict,
+            max_attempts=max_attempts,
+            priority=priority,
+            metadata=metadata,
+            parent_id=parent_id,
+            root_id=root_id,
+            correlation_id=correlation_id,
+            delay_ms=delay_ms,
+        )
+
+    async def submit_outcome(
+        self,
+        name: str | TaskDef[Any, Any],
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        queue: str = "default",
+        conflict: Conflict = "reuse",
+        max_attempts: int = 3,
+        priority: int = 0,
+        metadata: Mapping[str, Any] | None = None,
+        delay_ms: int = 0,
+        parent_id: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> SubmitOutcome:
+        """``submit``, saying what it did (beyond the SDK).
+
+        Returns:
+            The task, and whether it was ``"created"``, ``"reused"`` (the key's
+            task, nothing written) or ``"replaced"`` (new, the key moved from
+            ``previous``, canceled if it was live).
+
+        Raises:
+            As ``submit``; ``AlreadyExists`` carries the holder's ``task_id``
+            and ``status``.
+        """
+        store = await self._ready()
+        return await store.submit_outcome(
             name=name.name if isinstance(name, TaskDef) else name,
             payload=payload,
             queue=queue,

@@ -18,10 +18,12 @@ class CairnQError(Exception):
 class AlreadyExists(CairnQError):
     """A keyed submit with ``conflict="reject"`` found a task under the key."""
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, task_id: str | None = None, status: str | None = None) -> None:
         super().__init__(f"a task already exists for key {key!r}")
         self.key = key
-        self.task_id: str | None = None
+        #: The task holding the key, and its status when the submit looked.
+        self.task_id = task_id
+        self.status = status
 
 
 class LostLease(CairnQError):

@@ -112,6 +112,28 @@ class TaskDef(Generic[P, R]):
     name: str
 
 
+SubmitAction = Literal["created", "reused", "replaced"]
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitOutcome:
+    """What a submit did, as ``CairnQ.submit_outcome`` / ``TaskStore.submit_outcome`` say.
+
+    ``action``: ``"created"`` (a new task; no key, or the key was free),
+    ``"reused"`` (the key's task was handed back; nothing written) or
+    ``"replaced"`` (a new task, and the key moved to it from ``previous``).
+    ``task`` is the task the submit resolved to. ``previous`` is the task the
+    key held before a ``"replaced"``, as it stands after the submit;
+    ``canceled`` says whether this submit canceled it (``conflict="replace"``
+    of a live task).
+    """
+
+    task: Task
+    action: SubmitAction
+    previous: Task | None = None
+    canceled: bool = False
+
+
 TASK_COLUMNS: tuple[str, ...] = tuple(Task.__dataclass_fields__)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from dataclasses import dataclass
@@ -31,6 +32,42 @@ _DESCRIBE_WAIT_S = 1.0
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 
 
+def read_only_uri(path: Path) -> str:
+    """The URI that opens ``path`` read-only, creating nothing beside it.
+
+    A WAL database read through ``mode=ro`` still needs its ``-shm`` (and
+    ``-wal``) files, which SQLite creates when missing; in a folder that cannot
+    take them the open fails ("attempt to write a readonly database"). When no
+    ``-wal`` holds anything (the last writer closed cleanly), the database file
+    is the whole database, and ``immutable=1`` reads it without those files.
+    """
+    uri = path.resolve().as_uri() + "?mode=ro"
+    folder = path.resolve().parent
+    wal = Path(f"{path}-wal")
+    if not os.access(folder, os.W_OK) and (not wal.exists() or wal.stat().st_size == 0):
+        uri += "&immutable=1"
+    return uri
+
+
+def is_read_only_file(path: Path) -> bool:
+    """True for an existing file this process cannot (or its mode says not to) write.
+
+    Root may write any file; a file without any write bit was still made
+    read-only on purpose, and a store never writes it.
+    """
+    return path.exists() and (not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222)
+
+
+def remove_database_files(path: str) -> None:
+    """Remove ``path`` and its ``-wal``/``-shm``/``-journal`` (those that exist).
+
+    Only for a file the caller itself created and failed to make a database of.
+    """
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(OSError):
+            os.remove(path + suffix)
+
+
 def describe_sqlite_file(path: str) -> SQLiteFileKind:
     """Look at ``path`` without writing to it (not even the journal mode).
 
@@ -47,9 +84,7 @@ def describe_sqlite_file(path: str) -> SQLiteFileKind:
     if not os.access(file, os.R_OK):
         return SQLiteFileKind("not-sqlite", detail="permission denied")
     try:
-        conn = sqlite3.connect(
-            file.resolve().as_uri() + "?mode=ro", uri=True, timeout=_DESCRIBE_WAIT_S
-        )
+        conn = sqlite3.connect(read_only_uri(file), uri=True, timeout=_DESCRIBE_WAIT_S)
         try:
             rows = conn.execute(
                 "select name from sqlite_master where type = 'table' order by name"

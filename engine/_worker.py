@@ -130,7 +130,7 @@ class Worker(ClaimLoop):
                 raise ValueError(f"resource names must be non-empty strings, got {resource!r}")
             self._capacities[resource] = at_least(capacity, f"resources[{resource!r}]", 1)
         if max_queue_depth is not None:
-            store.set_queue_gate(QueueGate(max_queue_depth, max_queue_wait_ms))
+            store._set_queue_gate(QueueGate(max_queue_depth, max_queue_wait_ms))
         self._on_error = on_error
         self._worker_id = new_worker_id()
         # Set by Worker.sqlite / Worker.postgres: the store was made for this

@@ -15,6 +15,7 @@ from cairnq_tui.hosting._host import (
 )
 from cairnq_tui.hosting._load import HostError, WorkerSpec
 from cairnq_tui.hosting._quit import quitting_notice
+from cairnq_tui.hosting._run import Runnable, run_hosting, start_hosting
 
 __all__ = [
     "DEFAULT_GRACE_S",
@@ -22,7 +23,10 @@ __all__ = [
     "HostState",
     "HostedStatus",
     "HostedWorker",
+    "Runnable",
     "WorkerHost",
     "WorkerSpec",
     "quitting_notice",
+    "run_hosting",
+    "start_hosting",
 ]

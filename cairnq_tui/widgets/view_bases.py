@@ -42,7 +42,6 @@ class ConsoleNode:
     """Mixin (before the Textual class) of the console's views and screens."""
 
     if TYPE_CHECKING:  # what the Textual class it is mixed into provides
-
         app: App[object]
 
         def post_message(self, message: Message) -> bool: ...

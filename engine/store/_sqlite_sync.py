@@ -58,8 +58,6 @@ def stamp(params: dict[str, Any], now: int) -> None:
         params["lease_until_ms"] = now + params["lease_ms"]
     if "older_than_ms" in params:
         params["before_ms"] = now - params["older_than_ms"]
-    if "run_at_delay_ms" in params:
-        params["run_at_ms"] = now + params["run_at_delay_ms"]
 
 
 def _rollback_quietly(conn: sqlite3.Connection) -> None:

@@ -34,37 +34,25 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from engine import _json, _rules
 from engine._errors import (
-    AlreadyExists,
-    LostLease,
     StoreClosed,
     StoreUnavailable,
 )
-from engine._models import LIVE_STATUSES, Task, TaskRef, in_claim_order
+from engine._models import Task
 from engine._redaction import redact_dsn
 from engine._sql import specialise, statement, to_pyformat
 from engine.store import _pg_schema as pg_schema
 from engine.store._base import (
-    LEASE_EXPIRED_JSON,
     ROW_COLUMNS,
-    CompletingClaim,
-    NewTask,
-    Plan,
     StoreCapabilities,
-    TaskStore,
-    screen_plan,
     task_from_values,
 )
 from engine.store._faults import postgres_fault
 from engine.store._pg_commits import CommitWatch
-from engine.store._pg_group import GroupCommit, lost
+from engine.store._pg_group import GroupCommit
+from engine.store._pg_operations import PostgresOperations
 
 T = TypeVar("T")
 Conn = psycopg.AsyncConnection[dict[str, Any]]
-
-# Transaction control for pipelines that commit before their last result is read.
-_BEGIN = "begin isolation level read committed"
-_COMMIT = "commit"
-_ROLLBACK = "rollback"
 
 
 def _sql(name: str, active: frozenset[str] | None = None) -> str:
@@ -74,7 +62,7 @@ def _sql(name: str, active: frozenset[str] | None = None) -> str:
     return to_pyformat(text)
 
 
-class PostgresStore(TaskStore):
+class PostgresStore(PostgresOperations):
     """A cairnq database in one Postgres schema.
 
     Args:
@@ -97,7 +85,7 @@ class PostgresStore(TaskStore):
     text_refuses_nul = True
 
     dialect = "postgres"
-    capabilities = StoreCapabilities(completing_claim=True)
+    capabilities = StoreCapabilities(completing_claim=True, single_draw_commits=True)
 
     def __init__(
         self,
@@ -113,16 +101,16 @@ class PostgresStore(TaskStore):
         _rules.text(dsn, "dsn")
         _rules.integer(min_size, "min_size", minimum=0)
         _rules.integer(max_size, "max_size", minimum=max(1, min_size))
-        if schema is not None and (
-            not isinstance(schema, str) or not pg_schema.SCHEMA_NAME.match(schema)
-        ):
-            raise ValueError(f"schema must match {pg_schema.SCHEMA_NAME.pattern}, got {schema!r}")
+        name_rule = pg_schema.SCHEMA_NAME
+        if schema is not None and (not isinstance(schema, str) or not name_rule.match(schema)):
+            raise ValueError(f"schema must match {name_rule.pattern}, got {schema!r}")
         if not connect_timeout_s > 0:
             raise ValueError("connect_timeout_s must be > 0")
         try:
             params = conninfo_to_dict(dsn)
         except psycopg.ProgrammingError as exc:
-            raise ValueError(f"malformed Postgres DSN {redact_dsn(dsn)!r}: {exc}") from exc
+            detail = redact_dsn(" ".join(str(exc).split()), source=dsn)
+            raise ValueError(f"malformed Postgres DSN {redact_dsn(dsn)!r}: {detail}") from exc
         self._dsn = dsn
         self._schema = schema
         self._read_only = read_only
@@ -274,6 +262,7 @@ class PostgresStore(TaskStore):
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailable:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        detail = redact_dsn(detail, source=self._dsn)
         return StoreUnavailable(f"Postgres at {self.target} is unavailable: {detail}")
 
     # -- running operations ----------------------------------------------------------
@@ -304,6 +293,12 @@ class PostgresStore(TaskStore):
             if fault is None:
                 raise
             raise fault from exc
+
+    def _check_writable(self, what: str) -> None:
+        if self._read_only:
+            raise StoreUnavailable(
+                f"store {self.target} was opened read_only=True; {what} writes refused"
+            )
 
     async def _admit(self, write: bool) -> None:
         """Refuse writes on a read-only store; connect; refuse after close."""
@@ -375,7 +370,7 @@ class PostgresStore(TaskStore):
         return None if row is None else self._task(row)
 
     def _task(self, row: Mapping[str, Any]) -> Task:
-        return self.task_from_row(row, decoded_json=self._json_decoded)
+        return self._task_from_row(row, decoded_json=self._json_decoded)
 
     async def _one(
         self, name: str, params: Mapping[str, Any], *, write: bool, retry: bool = False
@@ -399,120 +394,12 @@ class PostgresStore(TaskStore):
     def _task_rows(self, cursor: Any) -> Callable[[Sequence[Any]], Task]:
         """A row factory building ``Task``s by position (``_positional`` tables only).
 
-        Skips the dict per row and the reordering ``task_from_row`` does.
+        Skips the dict per row and the reordering ``_task_from_row`` does.
         """
         decoded, width = self._json_decoded, len(ROW_COLUMNS)
         return lambda values: task_from_values(values[:width], decoded_json=decoded)
 
-    async def _owned(self, name: str, task_id: str, params: Mapping[str, Any]) -> Task:
-        """An ownership-checked write (group-committed): the row, or LostLease."""
-        task = await self._grouped(name, {"id": task_id, **params}, task_id)
-        if task is None:
-            raise LostLease(task_id)
-        return task
-
-    # -- submit --------------------------------------------------------------------
-
-    def _insert_params(self, new: NewTask) -> dict[str, Any]:
-        return {
-            "id": new.id,
-            "name": new.name,
-            "queue": new.queue,
-            "payload": new.payload_json,
-            "metadata": new.metadata_json,
-            "max_attempts": new.max_attempts,
-            "priority": new.priority,
-            "parent_id": new.parent_id,
-            "root_id": new.root_id,
-            "correlation_id": new.correlation_id,
-            "delay_ms": new.delay_ms,
-        }
-
-    async def _submit(self, new: NewTask) -> Task:
-        params = self._insert_params(new)
-        if new.key is None:
-            task = await self._grouped(None, params, new.id)
-            assert task is not None  # insert ... returning always yields the row
-            return task
-        key = new.key
-
-        async def keyed(conn: Conn) -> tuple[Task, Task | None]:
-            canceling = None
-            # Pipelined: BEGIN, lock_key and the lookup go out in one round trip,
-            # the writes and COMMIT in a second.
-            async with conn.pipeline(), conn.transaction():
-                await conn.execute(_sql("lock_key"), {"key": key})
-                # get_key + get in one statement: a pointer to a purged task
-                # reads as no row, i.e. a free key (§4.3 step 5).
-                row = await (await conn.execute(_sql("get_by_key"), {"key": key})).fetchone()
-                if row is not None:
-                    existing = self._task(row)
-                    if new.conflict == "reject":
-                        raise AlreadyExists(key)
-                    live = existing.status in LIVE_STATUSES
-                    if live and new.conflict in ("reuse", "reuse-succeeded"):
-                        return existing, None
-                    if existing.status == "succeeded" and new.conflict == "reuse-succeeded":
-                        return existing, None
-                    if live:
-                        canceling = await conn.execute(_sql("cancel"), {"id": existing.id})
-                inserting = await conn.execute(_sql("insert_task"), params)
-                await conn.execute(_sql("upsert_key"), {"key": key, "task_id": new.id})
-            inserted = await inserting.fetchone()
-            assert inserted is not None  # insert ... returning always yields the row
-            canceled = None if canceling is None else await canceling.fetchone()
-            return self._task(inserted), None if canceled is None else self._task(canceled)
-
-        submitted, replaced = await self._run(keyed, write=True)
-        self._after_write(replaced)
-        return submitted
-
-    # -- reads ---------------------------------------------------------------------
-
-    async def _get(self, task_id: str) -> Task | None:
-        return await self._one("get", {"id": task_id}, write=False, retry=True)
-
-    async def _get_by_key(self, key: str) -> Task | None:
-        return await self._one("get_by_key", {"key": key}, write=False, retry=True)
-
-    async def _ref(self, name: str, params: Mapping[str, Any]) -> TaskRef | None:
-        async def work(conn: Conn) -> dict[str, Any] | None:
-            return await (await conn.execute(_sql(name), params)).fetchone()
-
-        row = await self._run(work, write=False, retry=True)
-        return None if row is None else TaskRef(row["id"], row["status"])
-
-    async def _get_status(self, task_id: str) -> TaskRef | None:
-        return await self._ref("get_status", {"id": task_id})
-
-    async def _get_status_by_key(self, key: str) -> TaskRef | None:
-        return await self._ref("get_status_by_key", {"key": key})
-
-    async def _fetch_all(
-        self, name: str, params: Mapping[str, Any], *, active: frozenset[str] | None = None
-    ) -> builtins.list[dict[str, Any]]:
-        async def work(conn: Conn) -> builtins.list[dict[str, Any]]:
-            return await (await conn.execute(_sql(name, active), params)).fetchall()
-
-        return await self._run(work, write=False, retry=True)
-
-    async def _list(
-        self, filters: dict[str, str | None], limit: int, offset: int
-    ) -> builtins.list[Task]:
-        active = frozenset(k for k, v in filters.items() if v is not None)
-        rows = await self._fetch_all(
-            "list", {**filters, "limit": limit, "offset": offset}, active=active
-        )
-        return [self._task(r) for r in rows]
-
-    async def _stats(self, queue: str | None) -> builtins.list[tuple[str, str, int]]:
-        active = frozenset({"queue"}) if queue is not None else frozenset()
-        rows = await self._fetch_all("stats", {"queue": queue}, active=active)
-        return [(r["queue"], r["status"], int(r["count"])) for r in rows]
-
-    async def _queue_depth(self, queue: str, max_depth: int) -> int:
-        rows = await self._fetch_all("queue_depth", {"queue": queue, "max_depth": max_depth})
-        return int(rows[0]["headroom"])
+    # -- reads the Inspector and protocol checks make ------------------------------
 
     async def protocol_version(self) -> int:
         """The database's ``protocol_version`` (0 when missing)."""
@@ -528,335 +415,9 @@ class PostgresStore(TaskStore):
         Raises:
             ValueError: ``name`` is not a read-only statement of this dialect.
         """
-        self.read_statement_text(name)
+        self._read_statement_text(name)
         active = frozenset(k for k, v in params.items() if v is not None)
         return await self._fetch_all(name, params, active=active)
-
-    # -- cancel / retry / purge ---------------------------------------------------------
-
-    async def _cancel(self, task_id: str) -> Task | None:
-        return await self._one("cancel", {"id": task_id}, write=True)
-
-    async def _retry(self, task_id: str, reset_attempt: bool) -> Task | None:
-        return await self._one("retry", {"id": task_id, "reset_attempt": reset_attempt}, write=True)
-
-    async def _reschedule(
-        self, statement: str, task_id: str, params: dict[str, Any]
-    ) -> Task | None:
-        return await self._one(statement, {"id": task_id, **params}, write=True)
-
-    async def _by_key(self, key: str, name: str, params: Mapping[str, Any]) -> Task | None:
-        """lock_key, get_key, then ``name`` on the task the key points at."""
-
-        async def work(conn: Conn) -> Task | None:
-            async with conn.pipeline(), conn.transaction():
-                await conn.execute(_sql("lock_key"), {"key": key})
-                pointer = await (await conn.execute(_sql("get_key"), {"key": key})).fetchone()
-                if pointer is None:
-                    return None
-                cur = await conn.execute(_sql(name), {"id": pointer["task_id"], **params})
-            row = await cur.fetchone()
-            return None if row is None else self._task(row)
-
-        return await self._run(work, write=True)
-
-    async def _cancel_by_key(self, key: str) -> Task | None:
-        return await self._by_key(key, "cancel", {})
-
-    async def _retry_by_key(self, key: str, reset_attempt: bool) -> Task | None:
-        return await self._by_key(key, "retry", {"reset_attempt": reset_attempt})
-
-    async def _purge(
-        self, older_than_ms: int, filters: dict[str, str | None], limit: int
-    ) -> builtins.list[str]:
-        active = frozenset(k for k, v in filters.items() if v is not None)
-        params = {**filters, "older_than_ms": older_than_ms, "limit": limit}
-
-        async def work(conn: Conn) -> builtins.list[dict[str, Any]]:
-            return await (await conn.execute(_sql("purge", active), params)).fetchall()
-
-        rows = await self._run(work, write=True)
-        return [r["id"] for r in rows]
-
-    # -- claims ----------------------------------------------------------------------
-
-    def _draw_statement(
-        self,
-        queues: builtins.list[str],
-        worker_id: str,
-        lease_ms: int,
-        draw_names: Any,
-        limit: int,
-    ) -> tuple[str, dict[str, Any]] | None:
-        """The claim variant (§4.13) and its parameters for one draw; None = no statement."""
-        variant = self.draw_variant(queues, draw_names, limit)
-        if variant is None:
-            return None
-        name, params = variant
-        params.update(worker_id=worker_id, lease_ms=lease_ms)
-        return _sql(name), params
-
-    async def _claim_session(
-        self,
-        queues: builtins.list[str],
-        worker_id: str,
-        lease_ms: int,
-        names: builtins.list[str] | None,
-        plan: Plan[T],
-    ) -> T | None:
-        async def draw(conn: Conn, draw_names: Any, limit: int) -> builtins.list[Task]:
-            stmt = self._draw_statement(queues, worker_id, lease_ms, draw_names, limit)
-            if stmt is None:
-                return []
-            rows = await (await conn.execute(*stmt)).fetchall()
-            return in_claim_order(self._task(r) for r in rows)
-
-        async def session(conn: Conn) -> tuple[bool, T | None, builtins.list[Task]]:
-            if not await self._probe(conn, queues, names):
-                return False, None, []
-            # Pipelined: BEGIN and recovery travel with the first draw; the
-            # recovered rows are read once the transaction is over.
-            async with conn.pipeline(), conn.transaction():
-                recovering = await conn.execute(
-                    _sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON}
-                )
-                value = await plan(lambda n, limit: draw(conn, n, limit))
-            recovered = [self._task(r) for r in await recovering.fetchall()]
-            return True, value, recovered
-
-        ran, value, recovered = await self._run(session, write=True)
-        for task in recovered:
-            self._after_write(task)
-        return value if ran else None
-
-    @staticmethod
-    async def _probe(
-        conn: Conn, queues: builtins.list[str], names: builtins.list[str] | None
-    ) -> bool:
-        cur = await conn.execute(_sql("claimable_probe"), {"queues": queues, "names": names})
-        probe = await cur.fetchone()
-        return probe is not None and bool(probe["has_work"])
-
-    async def claim_session_completing(
-        self,
-        *,
-        complete_ids: Sequence[str],
-        queues: Sequence[str],
-        worker_id: str,
-        lease_ms: int = 30_000,
-        names: Sequence[str] | None,
-        plan: Plan[T],
-        single_draw: bool = False,
-    ) -> CompletingClaim[T]:
-        """``complete_many(complete_ids)`` and a claim session, sharing one COMMIT.
-
-        The worker's path when the calls it is settling are what frees the
-        slots the claim fills: the probe runs first, outside any transaction
-        (§4.14 step 1); if it finds work, one transaction completes the given
-        tasks (each ownership-checked, cancel wins, as ``complete_many``), then
-        recovers expired leases and runs ``plan`` exactly as ``claim_session``,
-        and commits. Completions and claims become durable together, so the
-        worker never holds more leases than its slots. If the probe finds
-        nothing, the completions are written alone.
-
-        With ``single_draw`` the plan promises at most one draw: its COMMIT then
-        travels with that draw's statement (one round trip for the whole
-        transaction). A second draw raises ``RuntimeError``.
-
-        Failure isolation: if the shared transaction fails for any reason but
-        connection loss (a claim statement error, a raising plan), it is rolled
-        back as a whole, the completions are written alone, and the claim's
-        error is returned in ``claim_error``, so completing never fails because
-        of the claim. Connection loss raises ``StoreUnavailable`` (whether the
-        COMMIT landed is unknown, exactly as for a lone write).
-
-        Returns:
-            ``settled`` (ids completed; a missing id lost its lease), ``value``
-            (the plan's value; None when the probe found nothing or the claim
-            failed) and ``claim_error``.
-
-        Raises:
-            ValueError: malformed ids, queues or names.
-            StoreUnavailable: the connection was lost.
-        """
-        ids = _rules.text_list(complete_ids, "complete_ids", refuses_nul=True)
-        args = self.check_claim(queues, worker_id, lease_ms, names)
-        queue_list, worker_id, lease_ms, name_list = (
-            args.queues,
-            args.worker_id,
-            args.lease_ms,
-            args.names,
-        )
-        complete_params = {"ids": ids, "worker_id": worker_id}
-        # A single draw's COMMIT travels with it: no second draw to top up with.
-        plan, set_aside = screen_plan(plan, top_up=not single_draw)
-
-        async def complete_alone(conn: Conn) -> set[str]:
-            if not ids:
-                return set()
-            rows = await (await conn.execute(_sql("complete_many"), complete_params)).fetchall()
-            return {r["id"] for r in rows}
-
-        async def session(conn: Conn) -> CompletingClaim[T]:
-            if name_list == [] or not await self._probe(conn, queue_list, name_list):
-                return CompletingClaim(await complete_alone(conn), None, None)
-            committed = confirmed = False
-            completing = recovering = None
-            try:
-                async with conn.pipeline():
-                    await conn.execute(_BEGIN)
-                    if ids:
-                        completing = await conn.execute(_sql("complete_many"), complete_params)
-                    recovering = await conn.execute(
-                        _sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON}
-                    )
-
-                    async def draw(draw_names: Any, limit: int) -> builtins.list[Task]:
-                        nonlocal committed, confirmed
-                        if committed:
-                            raise RuntimeError("a single_draw plan drew more than once")
-                        stmt = self._draw_statement(
-                            queue_list, worker_id, lease_ms, draw_names, limit
-                        )
-                        if stmt is None:
-                            return []
-                        cur = await conn.execute(*stmt)
-                        if single_draw:
-                            await conn.execute(_COMMIT)
-                            committed = True
-                        rows = await cur.fetchall()  # syncs: the COMMIT's outcome too
-                        confirmed = committed
-                        return in_claim_order(self._task(r) for r in rows)
-
-                    value = await plan(draw)
-                    if not committed:
-                        await conn.execute(_COMMIT)
-                        committed = True
-                confirmed = True
-            except Exception as exc:
-                if lost(conn, exc):
-                    raise
-                if not confirmed:
-                    # Nothing of the transaction was committed: close it and
-                    # write the completions on their own.
-                    await _abort(conn)
-                    return CompletingClaim(await complete_alone(conn), None, exc)
-                # Committed, then the plan raised: the completions are durable;
-                # the claimed rows go back through lease recovery.
-                claim_error: Exception | None = exc
-                value = None
-            else:
-                claim_error = None
-            settled = (
-                set() if completing is None else {r["id"] for r in await completing.fetchall()}
-            )
-            recovered = [] if recovering is None else await recovering.fetchall()
-            return CompletingClaim(settled, value, claim_error, [self._task(r) for r in recovered])
-
-        try:
-            outcome = await self._run(session, write=True)
-        finally:
-            await self._fail_undecodable(set_aside)
-        for task in outcome.recovered:
-            self._after_write(task)
-        for task_id in outcome.settled:
-            self.signals.done(task_id)  # complete only ever ends a task
-        return outcome
-
-    # -- owned writes ------------------------------------------------------------------
-
-    async def _heartbeat(self, task_id: str, worker_id: str, lease_ms: int) -> Task:
-        return await self._owned(
-            "heartbeat", task_id, {"worker_id": worker_id, "lease_ms": lease_ms}
-        )
-
-    async def _heartbeat_batch(
-        self, task_ids: builtins.list[str], worker_id: str, lease_ms: int
-    ) -> dict[str, bool]:
-        params = {"ids": task_ids, "worker_id": worker_id, "lease_ms": lease_ms}
-
-        async def work(conn: Conn) -> builtins.list[dict[str, Any]]:
-            return await (await conn.execute(_sql("heartbeat_batch"), params)).fetchall()
-
-        rows = await self._run(work, write=True)
-        return {r["id"]: r["cancel_requested_at_ms"] is not None for r in rows}
-
-    async def _progress(
-        self, task_id: str, worker_id: str, progress: float | None, message: str | None
-    ) -> Task:
-        params = {"worker_id": worker_id, "progress": progress, "message": message}
-        return await self._owned("progress", task_id, params)
-
-    async def _succeed(self, task_id: str, worker_id: str, result_json: str | None) -> Task:
-        return await self._owned("succeed", task_id, self._result_params(worker_id, result_json))
-
-    async def _complete(self, task_id: str, worker_id: str, result_json: str | None) -> Task:
-        return await self._owned("complete", task_id, self._result_params(worker_id, result_json))
-
-    async def _complete_many(self, task_ids: builtins.list[str], worker_id: str) -> set[str]:
-        params = {"ids": task_ids, "worker_id": worker_id}
-
-        async def work(conn: Conn) -> builtins.list[dict[str, Any]]:
-            return await (await conn.execute(_sql("complete_many"), params)).fetchall()
-
-        return {row["id"] for row in await self._run(work, write=True)}
-
-    @staticmethod
-    def _result_params(worker_id: str, result_json: str | None) -> dict[str, Any]:
-        return {
-            "worker_id": worker_id,
-            "result": result_json,
-            "message": None,
-        }
-
-    async def _fail(
-        self, task_id: str, worker_id: str, error_json: str, retryable: bool, delay_ms: int
-    ) -> Task:
-        # Recording a failure must not itself fail (§2.6): a NUL jsonb would
-        # refuse is replaced rather than rejected.
-        safe_error = _rules.NUL_ESCAPE.sub(lambda m: m.group(0)[:-6] + "\\ufffd", error_json)
-        return await self._owned(
-            "fail",
-            task_id,
-            {
-                "worker_id": worker_id,
-                "error": safe_error,
-                "retryable": retryable,
-                "delay_ms": delay_ms,
-            },
-        )
-
-    # -- transactional completion ---------------------------------------------------------
-
-    async def _owned_in(
-        self,
-        name: str,
-        task_id: str,
-        worker_id: str,
-        result: Any,
-        write: Callable[[Any], Awaitable[Any]],
-    ) -> Task:
-        task_id, worker_id = self._owned_ids(task_id, worker_id)
-        params = {"id": task_id, **self._result_params(worker_id, self._result_json(result))}
-
-        async def work(conn: Conn) -> Task:
-            async with conn.transaction():
-                # The caller's write first, then the settle: if the lease is gone
-                # the whole transaction, the caller's write included, rolls back.
-                value = await write(conn)
-                settle = params
-                if result is None and value is not None:
-                    # As in cairnq's succeed_in: what write returns is the result.
-                    encoded = self._result_json(value)
-                    settle = {"id": task_id, **self._result_params(worker_id, encoded)}
-                row = await (await conn.execute(_sql(name), settle)).fetchone()
-                if row is None:
-                    raise LostLease(task_id)
-            return self._task(row)
-
-        task = await self._run(work, write=True)
-        self._after_write(task)
-        return task
 
 
 class _MostRecentFirst(deque[Conn]):
@@ -879,12 +440,6 @@ def _most_recent_first(pool: AsyncConnectionPool[Conn]) -> None:
     idle = getattr(pool, "_pool", None)
     if type(idle) is deque:
         pool._pool = _MostRecentFirst(idle)
-
-
-async def _abort(conn: Conn) -> None:
-    """Roll back whatever transaction a failed pipeline left open (if any)."""
-    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        await conn.execute(_ROLLBACK)
 
 
 def _terminated(conn: Conn) -> bool:

@@ -48,8 +48,9 @@ from typing import Any, Literal, TypeVar, cast
 from engine import _json, _rules
 from engine._clock import now_ms
 from engine._errors import AlreadyExists, LostLease, StoreClosed, StoreLocked, StoreUnavailable
-from engine._models import LIVE_STATUSES, TASK_COLUMNS, Task, TaskRef, in_claim_order
+from engine._models import TASK_COLUMNS, SubmitOutcome, Task, TaskRef, in_claim_order
 from engine._sql import migrations, specialise, statement
+from engine._sqlite_file import is_read_only_file, read_only_uri, remove_database_files
 from engine.store import _sqlite_sync as sync
 from engine.store._base import (
     LEASE_EXPIRED_JSON,
@@ -59,7 +60,8 @@ from engine.store._base import (
     Plan,
     StoreCapabilities,
     TaskStore,
-    screen_plan,
+    insert_params,
+    keyed_choice,
     task_from_values,
     undecodable,
 )
@@ -230,7 +232,17 @@ class SQLiteStore(TaskStore):
             self._connect_lock = asyncio.Lock()
         async with self._connect_lock:
             if self._writer.raw is None:
-                await self._open()
+                new = self._creates_file()
+                try:
+                    await self._open()
+                except BaseException:
+                    if new:  # a refused open leaves no file behind (a full disk's 0 bytes)
+                        remove_database_files(self._path)
+                    raise
+
+    def _creates_file(self) -> bool:
+        """True when opening would create the database file (it does not exist yet)."""
+        return not (self._memory or self._uri or os.path.lexists(self._path))
 
     def _location(self) -> tuple[str, bool]:
         """Check the path before opening; ``(what to open, as a URI?)``."""
@@ -245,7 +257,7 @@ class SQLiteStore(TaskStore):
                     f"cannot open SQLite database {self._path} read-only: no such file"
                 )
             # mode=ro: the file cannot be written through this store at all.
-            return path.resolve().as_uri() + "?mode=ro", True
+            return read_only_uri(path), True
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -253,9 +265,12 @@ class SQLiteStore(TaskStore):
                 f"cannot open SQLite database {self._path}: cannot create its directory "
                 f"{path.parent} ({exc.strerror or exc})"
             ) from exc
-        if not os.access(path.parent, os.W_OK | os.X_OK) or (
-            path.exists() and not os.access(path, os.W_OK)
-        ):
+        if is_read_only_file(path):
+            raise StoreUnavailable(
+                f"cannot open SQLite database {self._path}: the file is not writable "
+                "(open it with read_only=True to read it)"
+            )
+        if not os.access(path.parent, os.W_OK | os.X_OK):
             raise StoreUnavailable(
                 f"cannot open SQLite database {self._path}: location is not writable"
             )
@@ -385,33 +400,24 @@ class SQLiteStore(TaskStore):
 
     # -- submit ----------------------------------------------------------------------
 
-    async def _submit(self, new: NewTask) -> Task:
+    async def _submit(self, new: NewTask) -> SubmitOutcome:
         self._check_writable("submit")
-        params = {
-            "id": new.id,
-            "name": new.name,
-            "queue": new.queue,
-            "payload": new.payload_json,
-            "metadata": new.metadata_json,
-            "max_attempts": new.max_attempts,
-            "priority": new.priority,
-            "parent_id": new.parent_id,
-            "root_id": new.root_id,
-            "correlation_id": new.correlation_id,
-            "run_at_delay_ms": new.delay_ms,
-        }
+        params = insert_params(new)
         if new.key is None:
             now, _ = await self._write(_sql("insert_task"), params)
-            return self._submitted(new, now)
+            return SubmitOutcome(self._submitted(new, now), "created")
         result = await self._retrying(_keyed_submit, new.key, new.conflict, params)
         if isinstance(result, AlreadyExists):
             raise result
-        kind, row, canceled = result
-        if canceled is not None:
-            self._after_write(_task(canceled))
-        if kind == "existing":
-            return _task(row)
-        return self._submitted(new, row)
+        inserted_at, holder, canceled = result
+        if inserted_at is None:
+            assert holder is not None
+            return SubmitOutcome(_task(holder), "reused")
+        task = self._submitted(new, inserted_at)
+        if holder is None:
+            return SubmitOutcome(task, "created")
+        previous = _task(canceled if canceled is not None else holder)
+        return SubmitOutcome(task, "replaced", previous, canceled=canceled is not None)
 
     @staticmethod
     def _submitted(new: NewTask, now: int) -> Task:
@@ -486,7 +492,7 @@ class SQLiteStore(TaskStore):
         Raises:
             ValueError: unknown name, or the statement is not a read.
         """
-        text = self.read_statement_text(name)
+        text = self._read_statement_text(name)
         bound = dict(params)
         sql = specialise(text, frozenset(k for k, v in bound.items() if v is not None))
         if self._closed or self._writer.raw is None:
@@ -533,6 +539,11 @@ class SQLiteStore(TaskStore):
         params = {"id": task_id, "reset_attempt": int(reset_attempt)}
         _, rows = await self._write(_sql("retry"), params)
         return _first_task(rows)
+
+    async def _purge_ids(self, task_ids: builtins.list[str]) -> builtins.list[str]:
+        self._check_writable("purge")
+        _, rows = await self._write(_sql("purge_ids"), {"ids": _json.dumps(task_ids)})
+        return [r[0] for r in rows]
 
     async def _reschedule(
         self, statement: str, task_id: str, params: dict[str, Any]
@@ -622,8 +633,8 @@ class SQLiteStore(TaskStore):
         Raises:
             ValueError: as ``TaskStore.claim`` (a negative limit included).
         """
-        args = self.check_claim(queues, worker_id, lease_ms, names)
-        draw = self.draw_variant(args.queues, args.names, limit)
+        args = self._check_claim(queues, worker_id, lease_ms, names)
+        draw = self._draw_variant(args.queues, args.names, limit)
         if draw is None:
             return []
         self._check_writable("claim")
@@ -662,7 +673,7 @@ class SQLiteStore(TaskStore):
         lease_ms: int,
         names: builtins.list[str] | None,
         plan: Plan[T],
-    ) -> T | None:
+    ) -> tuple[T, builtins.list[Task]] | None:
         self._check_writable("claim_session")
         if not await self._probe(queues, names):
             return None
@@ -676,7 +687,7 @@ class SQLiteStore(TaskStore):
         worker_id: str,
         lease_ms: int,
         plan: Plan[T],
-    ) -> T:
+    ) -> tuple[T, builtins.list[Task]]:
         recover = _sql("recover_leases")
         recover_params = {"lease_expired_error": LEASE_EXPIRED_JSON}
         with self._faults():
@@ -688,9 +699,8 @@ class SQLiteStore(TaskStore):
                 value = await self._plan_and_commit(queues, worker_id, lease_ms, plan)
         finally:
             self._writer.end_session()
-        self._announce_recovered(recovered)
         await yield_loop()
-        return value
+        return value, [_task(row) for row in recovered]
 
     async def _plan_and_commit(
         self,
@@ -709,7 +719,7 @@ class SQLiteStore(TaskStore):
         assert raw is not None
 
         async def draw(draw_names: Sequence[str] | None, limit: int) -> builtins.list[Task]:
-            variant = self.draw_variant(queues, draw_names, limit)
+            variant = self._draw_variant(queues, draw_names, limit)
             if variant is None:
                 return []
             sql, params = _claim_statement(*variant)
@@ -725,57 +735,15 @@ class SQLiteStore(TaskStore):
         await self._writer.commit_session()
         return value
 
-    async def claim_session_completing(
-        self,
-        *,
-        complete_ids: Sequence[str],
-        queues: Sequence[str],
-        worker_id: str,
-        lease_ms: int = 30_000,
-        names: Sequence[str] | None,
-        plan: Plan[T],
-        single_draw: bool = False,
-    ) -> CompletingClaim[T]:
-        """``complete_many(complete_ids)`` and a claim session, sharing one COMMIT.
+    async def _completing_claim(
+        self, ids: builtins.list[str], args: ClaimArgs, plan: Plan[T], single_draw: bool
+    ) -> CompletingClaim[T] | Exception:
+        """One ``BEGIN IMMEDIATE``: complete, recover, ``plan``, COMMIT (see the base class).
 
-        The worker's path when the calls it settles free the slots the claim
-        fills. The probe runs first, outside any transaction (§4.14 step 1);
-        if it finds work, one ``BEGIN IMMEDIATE`` completes the given tasks
-        (each ownership-checked, cancel wins, as ``complete_many``), recovers
-        expired leases, runs ``plan`` as ``claim_session`` does, and commits:
-        one fsync under ``synchronous=FULL`` for the settlements and the
-        claims together. If the probe finds nothing, the completions are
-        written alone.
-
-        Failure isolation: if the completion statement, recovery, the plan
-        or the COMMIT fails, the whole transaction is rolled back (nothing of
-        it lands) and the completions are written on their own; a failure of
-        the claim part is then returned in ``claim_error``, and a failure of
-        the completions' own write is raised, as ``complete_many`` raises it.
-
-        ``single_draw`` is accepted for symmetry with ``PostgresStore`` (it
-        saves a round trip there; SQLite has none to save).
-
-        Raises:
-            ValueError: malformed ids, queues or names.
-            StoreLocked: the database stayed locked for
-                ``busy_timeout_ms``.
+        ``single_draw`` saves a round trip on Postgres; SQLite has none to save.
+        Raises ``StoreLocked`` if the database stayed locked for ``busy_timeout_ms``.
         """
         del single_draw
-        ids = _rules.text_list(complete_ids, "complete_ids", refuses_nul=self.text_refuses_nul)
-        args = self.check_claim(queues, worker_id, lease_ms, names)
-        self._check_writable("claim_session_completing")
-        plan, set_aside = screen_plan(plan, top_up=True)
-        try:
-            return await self._completing(ids, args, plan)
-        finally:
-            await self._fail_undecodable(set_aside)
-
-    async def _completing(
-        self, ids: builtins.list[str], args: ClaimArgs, plan: Plan[T]
-    ) -> CompletingClaim[T]:
-        if args.names == [] or not await self._probe(args.queues, args.names):
-            return CompletingClaim(await self._settle_alone(ids, args.worker_id), None, None)
         await self._ready()
         settle = (_sql("complete_many"), {"ids": _json.dumps(ids), "worker_id": args.worker_id})
         recover = (_sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON})
@@ -785,43 +753,25 @@ class SQLiteStore(TaskStore):
                     lambda raw: sync.begin_settling(raw, settle, recover)
                 )
             value: T | None = None
-            claim_error: Exception | None = None
             try:
                 if isinstance(started, Exception):
                     # The statements were rolled back with their transaction.
                     self._writer.release()
-                    claim_error = started
-                else:
-                    try:
-                        with self._faults():
-                            value = await self._plan_and_commit(
-                                args.queues, args.worker_id, args.lease_ms, plan
-                            )
-                    except Exception as exc:
-                        claim_error = exc
+                    return started
+                try:
+                    with self._faults():
+                        value = await self._plan_and_commit(
+                            args.queues, args.worker_id, args.lease_ms, plan
+                        )
+                except Exception as exc:
+                    return exc
             finally:
                 self._writer.end_session()
-        if claim_error is not None:
-            # Nothing of the transaction landed: the completions go alone (and
-            # raise if it was their own statement that failed).
-            return CompletingClaim(await self._settle_alone(ids, args.worker_id), None, claim_error)
-        assert not isinstance(started, Exception)
         settled_rows, recovered = started
-        self._announce_recovered(recovered)
-        settled = {row[0] for row in settled_rows}
-        for task_id in settled:
-            self.signals.done(task_id)  # complete only ever ends a task
         await yield_loop()
-        return CompletingClaim(settled, value, None, [_task(r) for r in recovered])
-
-    async def _settle_alone(self, ids: builtins.list[str], worker_id: str) -> set[str]:
-        """``complete_many`` through group commit (with its signals); nothing for no ids."""
-        if not ids:
-            return set()
-        settled = await self._complete_many(ids, worker_id)
-        for task_id in settled:
-            self.signals.done(task_id)
-        return settled
+        return CompletingClaim(
+            {row[0] for row in settled_rows}, value, None, [_task(r) for r in recovered]
+        )
 
     # -- owned writes ----------------------------------------------------------------------
 
@@ -876,12 +826,14 @@ class SQLiteStore(TaskStore):
 
 def _keyed_submit(
     raw: sqlite3.Connection, key: str, conflict: str, params: dict[str, Any]
-) -> tuple[str, Any, tuple[Any, ...] | None] | AlreadyExists:
-    """§4.3 in one ``BEGIN IMMEDIATE``.
+) -> tuple[int | None, tuple[Any, ...] | None, tuple[Any, ...] | None] | AlreadyExists:
+    """§4.3 in one ``BEGIN IMMEDIATE``, deciding by ``keyed_choice``.
 
-    Returns ``("existing", row, None)`` when the strategy hands back the task the
-    key holds, ``("inserted", now_ms, canceled_row_or_None)`` after inserting,
-    or an ``AlreadyExists`` for ``reject`` (rolled back).
+    Returns ``(now_ms, holder, canceled)``: ``now_ms`` None when the key's task
+    (``holder``) is handed back, else the insert's clock, with the key's
+    previous holder (None if it was free) and that holder as the cancel left
+    it (None if not canceled); or an ``AlreadyExists`` for ``reject``
+    (rolled back).
     """
     sync.begin(raw)
     try:
@@ -889,27 +841,23 @@ def _keyed_submit(
         key_params = {"key": key, "now_ms": now}
         raw.execute(_sql("lock_key"), key_params).fetchall()
         pointer = raw.execute(_sql("get_key"), key_params).fetchone()
-        current = None
+        holder = None
         if pointer is not None:
             # Re-read inside the transaction: a purge may have removed the task.
-            current = raw.execute(_sql("get"), {"id": pointer[0]}).fetchone()
+            holder = raw.execute(_sql("get"), {"id": pointer[0]}).fetchone()
+        choice = keyed_choice(conflict, None if holder is None else holder[3])
+        if choice == "reject":
+            assert holder is not None
+            sync.rollback(raw)
+            return AlreadyExists(key, holder[0], holder[3])
+        if choice == "reuse":
+            sync.commit(raw)
+            return (None, holder, None)
         canceled = None
-        if current is not None:
-            status = current[3]
-            if conflict == "reject":
-                sync.rollback(raw)
-                error = AlreadyExists(key)
-                error.task_id = current[0]
-                return error
-            keep = status in LIVE_STATUSES or (
-                conflict == "reuse-succeeded" and status == "succeeded"
-            )
-            if conflict != "replace" and keep:
-                sync.commit(raw)
-                return ("existing", current, None)
-            if status in LIVE_STATUSES:
-                rows = raw.execute(_sql("cancel"), {"id": current[0], "now_ms": now}).fetchall()
-                canceled = rows[0] if rows else None
+        if choice == "cancel-and-insert":
+            assert holder is not None
+            rows = raw.execute(_sql("cancel"), {"id": holder[0], "now_ms": now}).fetchall()
+            canceled = rows[0] if rows else None
         sync.stamp(params, now)
         raw.execute(_sql("insert_task"), params).fetchall()
         raw.execute(
@@ -919,7 +867,7 @@ def _keyed_submit(
     except BaseException:
         sync.rollback(raw)
         raise
-    return ("inserted", now, canceled)
+    return (now, holder, canceled)
 
 
 def _keyed_update(raw: sqlite3.Connection, key: str, sql: str, extra: dict[str, Any]) -> sync.Rows:

@@ -2,7 +2,8 @@
 -- application chose every value, so the store builds the row from what it bound
 -- (RETURNING costs ~10 µs per row here, a third of a batched insert).
 -- Params: :id, :name, :queue, :payload, :metadata, :max_attempts, :priority,
---         :parent_id, :root_id, :correlation_id, :run_at_ms, :now_ms
+--         :parent_id, :root_id, :correlation_id, :delay_ms (relative), :now_ms
+--         (the names Postgres' insert_task takes, plus the clock)
 insert into cairnq_tasks
     (id, queue, name, status,
      payload, metadata,
@@ -14,4 +15,4 @@ values
      :payload, :metadata,
      :priority, :max_attempts,
      :parent_id, :root_id, :correlation_id,
-     :run_at_ms, :now_ms, :now_ms);
+     :now_ms + :delay_ms, :now_ms, :now_ms);

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from engine import LostLease, PostgresStore, Task
+from engine.store._base import insert_params
 
 W = "worker_A"
 OTHER = "worker_B"
@@ -210,12 +211,12 @@ async def test_an_insert_the_driver_cannot_send_fails_only_itself(
 ) -> None:
     # The rules refuse such a value before it joins a group; reaching into the
     # group shows the multi-row insert is split when it fails anyway.
-    good = [store.prepare_submit(name="good", payload={"i": i}) for i in range(5)]
-    bad = store.prepare_submit(name="bad")
-    bad_params = {**store._insert_params(bad), "name": "bad\ud800"}
-    writes = [store._group.insert(store._insert_params(new)) for new in good[:2]]
+    good = [store._prepare_submit(name="good", payload={"i": i}) for i in range(5)]
+    bad = store._prepare_submit(name="bad")
+    bad_params = {**insert_params(bad), "name": "bad\ud800"}
+    writes = [store._group.insert(insert_params(new)) for new in good[:2]]
     writes.append(store._group.insert(bad_params))
-    writes.extend(store._group.insert(store._insert_params(new)) for new in good[2:])
+    writes.extend(store._group.insert(insert_params(new)) for new in good[2:])
     if with_settle:
         running = await _claimed(store, "settle", W, 30_000)
         writes.append(store._group.write(*_complete_sql(running.id)))

@@ -45,6 +45,8 @@ ENGINE_ALL = {
     "StoreClosed",
     "StoreLocked",
     "StoreUnavailable",
+    "SubmitAction",
+    "SubmitOutcome",
     "Task",
     "TaskCanceled",
     "TaskContext",

@@ -18,6 +18,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -75,7 +76,8 @@ def free_port() -> int:
 
 @contextmanager
 def serving(argv: Sequence[str], log_path: Path) -> Iterator[tuple[str, int]]:
-    """``cairnq-tui serve ARGV --port P``: (its URL once the page answers, its pid)."""
+    """``cairnq-tui serve ARGV --port P``: (the URL it printed once the page answers
+    there, with 127.0.0.1 for its host; its pid)."""
     port = free_port()
     with log_path.open("wb") as log:
         server = subprocess.Popen(
@@ -84,9 +86,13 @@ def serving(argv: Sequence[str], log_path: Path) -> Iterator[tuple[str, int]]:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # the tabs' console processes end with the server
         )
-        url = f"http://127.0.0.1:{port}/"
         try:
             until = time.monotonic() + 60
+            while not (printed := re.search(r"the console is at (\S+)", log_path.read_text())):
+                assert server.poll() is None, log_path.read_text()
+                assert time.monotonic() < until, "serve never printed its URL"
+                time.sleep(0.1)
+            url = re.sub(r"^http://[^/]+/", f"http://127.0.0.1:{port}/", printed.group(1))
             while True:
                 assert server.poll() is None, log_path.read_text()
                 try:
@@ -109,6 +115,37 @@ def _end_group(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+
+
+def descendants(pid: int) -> list[str]:
+    """The command lines of every process below ``pid``."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            parents.setdefault(parent, []).append(int(entry))
+    found, todo = [], list(parents.get(pid, []))
+    while todo:
+        child = todo.pop()
+        todo += parents.get(child, [])
+        try:
+            found.append(Path(f"/proc/{child}/cmdline").read_text().replace("\0", " "))
+        except OSError:
+            continue
+    return found
+
+
+def tab_consoles(server_pid: int) -> list[str]:
+    """The console processes the server started for tabs (not their /bin/sh wrappers)."""
+    return [
+        c
+        for c in descendants(server_pid)
+        if c.startswith(sys.executable) and " cairnq_tui.cli launch " in c
+    ]
 
 
 def chromium_path() -> str | None:

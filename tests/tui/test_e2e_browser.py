@@ -9,6 +9,7 @@ Set ``CAIRNQ_WRITE_SCREENSHOTS=1`` to also write the README's screenshots/browse
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -43,6 +44,16 @@ async def test_the_console_in_a_browser(served: str, tmp_path: Path) -> None:
         assert "Tasks [1]" in text
         assert re.search(r"READ-ONLY\s+demo\s+/\S+/demo\.db\s+sqlite", text), text
         assert "every 2s" in text  # the target's refresh from the config
+        # Everything the page loaded came from the server, the font included.
+        loaded = await page.evaluate(
+            "JSON.stringify(performance.getEntriesByType('resource').map(e => e.name))"
+        )
+        served_at = served.split("?")[0].rstrip("/")
+        assert all(name.startswith(served_at) for name in json.loads(loaded)), loaded
+        fonts = await page.evaluate(
+            "JSON.stringify([...document.fonts].map(f => [f.family, f.status]))"
+        )
+        assert ["Roboto Mono", "loaded"] in json.loads(fonts), fonts
         await page.press("2")
         text = await page.wait_for_text("Oldest due", "billing", gone="shown of")
         assert "charge_card" not in text  # the task rows are gone: the Queues view shows

@@ -236,6 +236,31 @@ def test_quit_closes_every_store_and_leaves_the_interpreter_nothing_to_collect(
     assert found["unfrozen"] < found["frozen"] / 20, found
 
 
+def test_a_hosted_worker_creates_the_tables_of_an_empty_postgres_database(
+    pg_database: str, tmp_path: Path
+) -> None:
+    """``launch EMPTY_PG --worker …`` creates the cairnq tables (as SQLite creates its
+    file), says so, and the worker runs there; without it the target is refused."""
+    import psycopg
+
+    exit_file = tmp_path / "exit.txt"
+    env = {**os.environ, "TERM": "xterm-256color", "EXIT_FILE": str(exit_file)}
+    worker = ["--worker", "cairnq_tui.demo:make_worker", "--refresh", "0.3"]
+    tmux = Tmux([str(SCRIPT), "launch", pg_database, *worker], env)
+    try:
+        tmux.wait_for("Created the cairnq tables in", timeout=60)
+        tmux.keys("q")
+        deadline = time.monotonic() + 60
+        while not exit_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert exit_file.read_text().strip() == "EXIT=0"
+    finally:
+        tmux.kill()
+    with psycopg.connect(pg_database) as conn:
+        row = conn.execute("select value from cairnq_meta where key = 'protocol_version'")
+        assert row.fetchone() is not None
+
+
 HUNG_WORKER = """
 import time
 from engine import Worker

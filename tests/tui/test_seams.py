@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -41,3 +42,28 @@ def test_every_view_of_the_main_screen_is_a_data_view() -> None:
 
     assert all(issubclass(view, DataView) for _, view in VIEWS.values())
     assert issubclass(TaskDetailScreen, DataNode)
+
+
+def test_nothing_imports_the_command_line_back() -> None:
+    """``cli.py`` is the top: ``serve.py`` runs its server through
+    ``cairnq_tui.hosting.run_hosting`` instead of importing it from ``cli`` (the
+    cli.py <-> serve.py cycle is gone)."""
+    importers = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "cairnq_tui").rglob("*.py")
+        if path.name != "cli.py" and "cairnq_tui.cli" in imported_modules(path)
+    )
+    assert importers == []
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, at any depth of its code (``from a import b``
+    counts as ``a`` and ``a.b``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found

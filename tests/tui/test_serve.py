@@ -4,24 +4,23 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import time
 from pathlib import Path
 
 import aiohttp
 import pytest
-from browser_support import serving
+from browser_support import serving, tab_consoles
 
-from cairnq_tui import config
+from cairnq_tui import named_targets
 from cairnq_tui.cli import build_parser
 from cairnq_tui.serve import console_command
+from cairnq_tui.settings import SERVED_ENV
 from engine import CairnQ, SQLiteStore
 
 
 def serve_args(*argv: str) -> object:
     args = build_parser().parse_args(["serve", *argv])
-    config.apply_to_args(args)
+    named_targets.apply_to_args(args)
     return args
 
 
@@ -47,43 +46,12 @@ def test_a_served_console_ignores_the_targets_workers(
     file.write_text('[targets.local]\npath = "l.db"\nworkers = ["m:w"]\n', encoding="utf-8")
     launch = ["launch", "--config", str(file), "local"]
     args = build_parser().parse_args(launch)
-    config.apply_to_args(args)
+    named_targets.apply_to_args(args)
     assert args.workers == ["m:w"]
-    monkeypatch.setenv(config.SERVED_ENV, "1")
+    monkeypatch.setenv(SERVED_ENV, "1")
     args = build_parser().parse_args(launch)
-    config.apply_to_args(args)
+    named_targets.apply_to_args(args)
     assert args.workers is None
-
-
-def descendants(pid: int) -> list[str]:
-    """The command lines of every process below ``pid``."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            parents.setdefault(parent, []).append(int(entry))
-    found, todo = [], list(parents.get(pid, []))
-    while todo:
-        child = todo.pop()
-        todo += parents.get(child, [])
-        try:
-            found.append(Path(f"/proc/{child}/cmdline").read_text().replace("\0", " "))
-        except OSError:
-            continue
-    return found
-
-
-def tab_consoles(server_pid: int) -> list[str]:
-    """The console processes the server started for tabs (not their /bin/sh wrappers)."""
-    return [
-        c
-        for c in descendants(server_pid)
-        if c.startswith(sys.executable) and " cairnq_tui.cli launch " in c
-    ]
 
 
 @pytest.mark.slow

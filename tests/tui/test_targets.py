@@ -10,6 +10,7 @@ import pytest
 from console_states import build_demo_db, demo_app, demo_rows, settle
 from textual.widgets import Input, OptionList
 
+from cairnq_tui.hosting import WorkerHost
 from cairnq_tui.screens.confirm import ConfirmScreen
 from cairnq_tui.screens.purge import PurgeScreen
 from cairnq_tui.screens.targets import TargetPickerScreen, TypeNameScreen
@@ -133,17 +134,29 @@ async def test_a_danger_target_asks_for_its_name_before_bulk_actions(
         assert len(canceled.rows) == 1  # nothing was canceled along the way
 
 
+@pytest.mark.parametrize(
+    ("specs", "said"),
+    [
+        (["myapp.jobs:worker"], "This console hosts --worker myapp.jobs:worker on its target"),
+        (["a:w", "b:w"], "This console hosts --worker a:w, b:w on its target"),
+        # The demo hosts its worker without any --worker: it says so in its own words.
+        (["cairnq_tui.demo:make_worker"], "This console hosts the demo worker on its target"),
+    ],
+)
 async def test_switching_is_refused_while_the_console_hosts_workers(
-    two_targets: tuple[Path, Path],
+    two_targets: tuple[Path, Path], specs: list[str], said: str
 ) -> None:
     app = on_demo(two_targets)
-    app.host = object()  # type: ignore[assignment]  # hosting is all that is checked here
+    # An unstarted host: what it hosts is all the refusal looks at.
+    app.host = WorkerHost(specs, make_store=lambda: app.store, target_text="unused")
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("colon")
         await pilot.pause()
         assert not isinstance(app.screen, TargetPickerScreen)
         assert app.settings.name == "demo"
+        messages = [n.message for n in app._notifications]
+        assert [m for m in messages if "cannot switch" in m] == [f"{said}: it cannot switch."]
 
 
 async def test_the_palette_offers_every_target(two_targets: tuple[Path, Path]) -> None:

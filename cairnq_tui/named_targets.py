@@ -1,5 +1,8 @@
 """Named targets: the TOML config file that ``launch prod`` and ``:`` read.
 
+(What a TARGET is and how it is opened: ``target``; what the console then runs
+with: ``settings``.)
+
 The file lives at ``$XDG_CONFIG_HOME/cairnq-tui/config.toml`` (``~/.config/…``
 when the variable is unset), or wherever ``--config`` points. Each
 ``[targets.NAME]`` table says where the database is (``path`` for SQLite;
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from cairnq_tui.settings import SERVED_ENV
 from cairnq_tui.target import Target
 from engine.store import redact_dsn
 
@@ -320,10 +324,6 @@ def resolve(word: str | None, config_path: str | None) -> NamedTarget | None:
     if config.targets and "." not in word and not os.path.exists(word):
         config.get(word)  # raises: no such target
     return None
-
-
-#: Set by ``serve`` for the consoles it starts: they never host workers.
-SERVED_ENV = "CAIRNQ_TUI_SERVED"
 
 
 def apply_to_args(args: Any) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cairnq_tui import config
+from cairnq_tui import named_targets
 from cairnq_tui.cli import build_parser, main
 
 GOOD = """\
@@ -43,12 +43,12 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def parsed_args(*argv: str) -> object:
     args = build_parser().parse_args(["launch", *argv])
-    config.apply_to_args(args)
+    named_targets.apply_to_args(args)
     return args
 
 
 def test_a_good_file_names_every_target(tmp_path: Path) -> None:
-    found = config.load(write(tmp_path, GOOD.format(local=tmp_path / "l.db")))
+    found = named_targets.load(write(tmp_path, GOOD.format(local=tmp_path / "l.db")))
     assert sorted(found.targets) == ["local", "prod", "svc"]
     local = found.targets["local"]
     assert local.path == str(tmp_path / "l.db") and local.refresh == 2.0
@@ -64,7 +64,7 @@ def test_a_good_file_names_every_target(tmp_path: Path) -> None:
 def test_the_password_comes_from_the_environment_and_is_never_shown(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    found = config.load(write(tmp_path, GOOD.format(local="l.db")))
+    found = named_targets.load(write(tmp_path, GOOD.format(local="l.db")))
     monkeypatch.setenv("CAIRNQ_TEST_PROD_PASSWORD", "s3cret word")
     target = found.targets["prod"].open_target()
     assert "password='s3cret word'" in target.raw and "dbname=app" in target.raw
@@ -92,24 +92,24 @@ def test_a_name_wins_over_a_file_of_the_same_name(
     path = write(tmp_path, GOOD.format(local=tmp_path / "l.db"))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "local").write_bytes(b"")
-    assert config.resolve("local", str(path)) is not None
-    assert config.resolve("./local", str(path)) is None  # the file, written as a path
-    assert config.resolve(str(tmp_path / "other.db"), str(path)) is None
-    assert config.resolve("new.db", str(path)) is None  # a new file, not a name
+    assert named_targets.resolve("local", str(path)) is not None
+    assert named_targets.resolve("./local", str(path)) is None  # the file, written as a path
+    assert named_targets.resolve(str(tmp_path / "other.db"), str(path)) is None
+    assert named_targets.resolve("new.db", str(path)) is None  # a new file, not a name
     (tmp_path / "plainfile").write_bytes(b"")
-    assert config.resolve("plainfile", str(path)) is None
+    assert named_targets.resolve("plainfile", str(path)) is None
 
 
 def test_no_config_file_at_the_default_location_means_no_names(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "nowhere"))
-    assert config.resolve("anything", None) is None
+    assert named_targets.resolve("anything", None) is None
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     (tmp_path / "cairnq-tui").mkdir()
     write(tmp_path / "cairnq-tui", GOOD.format(local="l.db"))
-    assert config.default_path() == tmp_path / "cairnq-tui" / "config.toml"
-    found = config.resolve("prod", None)
+    assert named_targets.default_path() == tmp_path / "cairnq-tui" / "config.toml"
+    found = named_targets.resolve("prod", None)
     assert found is not None and found.danger
 
 
