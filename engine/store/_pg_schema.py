@@ -137,27 +137,7 @@ async def guard_schema(conn: Conn, schema: str | None, target: str) -> None:
 
 async def check_schema(conn: Conn, target: str) -> bool:
     """``_schema_check.verify`` on the current schema; True if the full check ran."""
-    # One snapshot for every read: a concurrent cold start committing
-    # migrations between them would pair a complete ledger with older indexes.
-    await conn.execute("begin isolation level repeatable read read only")
-    try:
-        columns = await (await conn.execute(schema_check.POSTGRES_COLUMNS)).fetchall()
-        ledger = None
-        if any(row["table_name"] == "cairnq_migrations" for row in columns):
-            ledger = await (await conn.execute(schema_check.POSTGRES_LEDGER)).fetchall()
-        async with conn.pipeline():
-            reads = [
-                await conn.execute(sql)
-                for sql in (
-                    schema_check.POSTGRES_INDEXES,
-                    schema_check.POSTGRES_TRIGGERS,
-                    schema_check.POSTGRES_FOREIGN_KEYS,
-                )
-            ]
-        indexes, triggers, foreign_keys = [await cur.fetchall() for cur in reads]
-    finally:
-        await conn.execute("rollback")
-    catalog = schema_check.postgres_catalog(columns, indexes, triggers, foreign_keys, ledger)
+    catalog = await schema_check.read_postgres(conn)
     names = [name for name, _ in migrations("postgres")]
     return schema_check.verify(catalog, "postgres", names, target)
 
