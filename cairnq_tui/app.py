@@ -102,15 +102,11 @@ class ConsoleApp(App[None]):
         self.task_columns: list[str] | None = None
         self.wait_registry = wait_registry
         self.inspector = Inspector(store, clock=clock)
-<<<<<<< HEAD
         #: The target's history file (recorder, audit trail); None with --no-history.
         self.history: HistorySession | None = None
         self._history_error: str | None = None  # why it could not be opened
         self.client: CairnQ = self._open_history(store, settings)
-        self.controls: Controls = GuardedControls(self)
-=======
         self.controls = ConsoleControls(self)
->>>>>>> main
         self.read_only = settings.read_only
         self.connected = False
         self.meta: dict[str, str] = {}
@@ -206,7 +202,6 @@ class ConsoleApp(App[None]):
         self._sample_history()
         self.refresh_now()
 
-<<<<<<< HEAD
     # -- history file (recorder, audit trail) -------------------------------------------------
 
     def _open_history(self, store: TaskStore, settings: Settings) -> CairnQ:
@@ -229,7 +224,7 @@ class ConsoleApp(App[None]):
     async def _sample_history(self) -> None:
         if self.history is not None and self.connected and not self._quitting:
             await self.history.sample()
-=======
+
     # -- what completes: names and queues seen since connect -----------------------------
 
     def learn(self, names: Iterable[str] = (), queues: Iterable[str] = ()) -> bool:
@@ -264,7 +259,6 @@ class ConsoleApp(App[None]):
                     queues.extend(status.snapshot.queues)
         self.learn(names, queues)
         return list(self.names), list(self.known_queues)
->>>>>>> main
 
     async def retarget(self, store: TaskStore, settings: Settings) -> None:
         """Point the running console at another database (``:``), then connect."""

@@ -159,16 +159,13 @@ SECTIONS: list[tuple[str, list[Binding]]] = [
     ("Hosted worker views (Waits, Quotas, Resources, Calls, Errors)", _bindings(HOSTED)),
     ("Errors view", _bindings(ERRORS)),
     ("Task detail", _bindings(DETAIL)),
-<<<<<<< HEAD
-    ("Failures view (ctrl+p: Failures)", _bindings(FAILURES)),
-    ("A failure group's tasks", _bindings(FAILURE_GROUP)),
-    ("Metrics view (ctrl+p: Metrics)", _bindings(METRICS)),
-=======
     ("Every table", _bindings(TABLE)),
     ("Confirmations", _bindings(CONFIRM)),
     ("Submit and replace forms (tab completes the name and the queue)", _bindings(SUBMIT)),
     ("Other dialogs (columns, key, purge, targets, traceback)", _bindings(DIALOG)),
->>>>>>> main
+    ("Failures view (ctrl+p: Failures)", _bindings(FAILURES)),
+    ("A failure group's tasks", _bindings(FAILURE_GROUP)),
+    ("Metrics view (ctrl+p: Metrics)", _bindings(METRICS)),
 ]
 
 #: Actions that write to the database: disabled (and shown dimmed) in read-only mode.

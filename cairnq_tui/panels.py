@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
+from textual.app import App
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from cairnq_tui.ports import Console, console_of
 from cairnq_tui.screens.main import MainScreen
 from cairnq_tui.screens.panel import PanelScreen
 from cairnq_tui.widgets.view_bases import DataView
@@ -60,10 +61,10 @@ PANELS: dict[str, tuple[str, Callable[[], DataView]]] = {
 }
 
 
-def open_panel(console: Console, title: str) -> None:
-    """Open the view named ``title`` over the main screen (replacing another panel)."""
+def open_panel(app: App[Any], title: str) -> None:
+    """Open the view named ``title`` over the main screen."""
     _, factory = PANELS[title]
-    console.push_screen(PanelScreen(factory(), title))
+    app.push_screen(PanelScreen(factory(), title))
 
 
 class PanelCommands(Provider):
@@ -73,7 +74,7 @@ class PanelCommands(Provider):
         app = self.app
         while not isinstance(app.screen, MainScreen) and len(app.screen_stack) > 2:
             app.pop_screen()  # another panel or a detail: this one replaces them
-        open_panel(console_of(app), title)
+        open_panel(app, title)
 
     async def discover(self) -> Hits:
         for title, (help_text, _) in PANELS.items():

@@ -25,10 +25,6 @@ from textual.worker import Worker as TextualWorker
 
 from cairnq_tui import named_targets
 from cairnq_tui.commands import ConsoleCommands
-<<<<<<< HEAD
-from cairnq_tui.controls_schedule import ScheduleControls
-=======
->>>>>>> main
 from cairnq_tui.formatting import clean
 from cairnq_tui.hosting import WorkerHost
 from cairnq_tui.screens.targets import TargetPickerScreen
@@ -178,33 +174,3 @@ class TargetCommands(ConsoleCommands):
             )
             for named in found.targets.values()
         ]
-<<<<<<< HEAD
-
-
-class GuardedControls(ScheduleControls):
-    """The console's controls; on a danger target, bulk ones first ask for its name."""
-
-    def _gate(self, action: str, then: Any) -> None:
-        settings = self.app.settings
-        if not settings.danger or self.app.read_only:
-            then()
-            return
-
-        def answered(typed: bool | None) -> None:
-            if typed:
-                then()
-
-        self.app.push_screen(
-            TypeNameScreen(settings.name or settings.target.display, action), answered
-        )
-
-    def cancel_matching(self, flt: TaskFilter, describe_queues: str = "") -> None:
-        self._gate("Cancel all", partial(super().cancel_matching, flt, describe_queues))
-
-    def retry_matching(self, flt: TaskFilter) -> None:
-        self._gate("Retry all", partial(super().retry_matching, flt))
-
-    def purge(self) -> None:
-        self._gate("Purge", super().purge)
-=======
->>>>>>> main

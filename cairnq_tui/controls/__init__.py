@@ -13,12 +13,13 @@ from __future__ import annotations
 from cairnq_tui.controls._host import ControlHost
 from cairnq_tui.controls._pending import PENDING_AFTER_S, PendingWrite
 from cairnq_tui.controls._purge import PurgeControls
+from cairnq_tui.controls._schedule import ScheduleControls
 from cairnq_tui.controls._submit import SubmitControls
 from cairnq_tui.controls._tasks import ONLY_REQUESTED, TaskControls
 from cairnq_tui.controls._write_path import WritePath
 
 
-class ConsoleControls(TaskControls, SubmitControls, PurgeControls):
+class ConsoleControls(TaskControls, SubmitControls, PurgeControls, ScheduleControls):
     """Every write of the console (implements ``ports.Controls``)."""
 
 
@@ -28,5 +29,6 @@ __all__ = [
     "ConsoleControls",
     "ControlHost",
     "PendingWrite",
+    "ScheduleControls",
     "WritePath",
 ]

@@ -10,6 +10,9 @@ as to every write.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from textual.app import App
 
 from cairnq_tui.formatting import quoted
 from cairnq_tui.ports import Console
@@ -51,16 +54,16 @@ async def group_tasks(console: Console, selection: FailureSelection) -> list[Gro
 
 
 async def start_group_action(
-    console: Console, key: tuple[str, str, str], window_ms: int | None, verb: str
+    console: Console, app: App[Any], key: tuple[str, str, str], window_ms: int | None, verb: str
 ) -> None:
     """Read the group's selection, then open the control's confirmation (exact count)."""
     selection = await console.inspector.failure_selection(key, window_ms=window_ms, limit=GROUP_CAP)
     what = describe_group(*key)
     if selection.count == 0:
-        console.notify(f"No failed task left in the group {what}.", markup=False)
+        app.notify(f"No failed task left in the group {what}.", markup=False)
         return
     if selection.truncated:
-        console.notify(
+        app.notify(
             f"The group {what} holds {selection.count:,} failed tasks in this window: "
             f"the {verb} covers the newest {len(selection.task_ids):,}; run it again "
             "for the rest.",
@@ -70,6 +73,6 @@ async def start_group_action(
     tasks = await group_tasks(console, selection)
     controls = console.controls
     if verb == "retry":
-        console.call_later(controls.retry_tasks, tasks)
+        app.call_later(controls.retry_tasks, tasks)
     else:
-        console.call_later(controls.cancel_tasks, tasks)
+        app.call_later(controls.cancel_tasks, tasks)

@@ -130,4 +130,4 @@ class FailureGroupView(OpensTaskRows, DataView):
 
     @work(group="control", exit_on_error=False)
     async def _run_group_action(self, verb: str) -> None:
-        await start_group_action(self.console, self.key, WINDOWS[self.window], verb)
+        await start_group_action(self.console, self.app, self.key, WINDOWS[self.window], verb)

@@ -182,4 +182,4 @@ class FailuresView(DataView):
     async def _run_group_action(
         self, key: tuple[str, str, str], window_ms: int | None, verb: str
     ) -> None:
-        await start_group_action(self.console, key, window_ms, verb)
+        await start_group_action(self.console, self.app, key, window_ms, verb)

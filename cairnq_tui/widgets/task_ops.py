@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual import work
 
-from cairnq_tui.controls_schedule import ScheduleControls
+from cairnq_tui.controls import ScheduleControls
 from cairnq_tui.formatting import clean
 from cairnq_tui.screens.prompt import PromptScreen
 from engine.inspection import Inspector, TaskFilter, TaskSummary, parse_duration
