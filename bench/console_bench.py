@@ -190,7 +190,7 @@ async def measure(path: Path, count: int) -> dict[str, float]:
             count = len(painted)
             for _ in range(10_000):
                 await pilot.pause(0.001)
-                if len(painted) > count and not app.refreshing:
+                if len(painted) > count and not app._in_flight:
                     break
             return painted[-1]
 

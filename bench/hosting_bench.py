@@ -189,7 +189,7 @@ async def measure(app: ConsoleApp, presses: int, watch: GcWatch | None = None) -
     async with app.run_test(size=(150, 40)) as pilot:
         for _ in range(300):  # until connected and the first refresh is drawn
             await pilot.pause(0.02)
-            if app.connected and app.ticks and not app.refreshing:
+            if app.connected and app.ticks and not app._in_flight:
                 break
         await pilot.pause(1.0)
         keys = ["6", "1", "8", "2", "5", "1", "3", "2"]  # never the same view twice

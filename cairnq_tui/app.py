@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from textual.worker import WorkerState
 from cairnq_tui import keymap
 from cairnq_tui.clock import Clock, system_clock
 from cairnq_tui.commands import ConsoleCommands
-from cairnq_tui.controls import Controls
+from cairnq_tui.controls import ConsoleControls, ControlHost
 from cairnq_tui.formatting import clean
 from cairnq_tui.hosting import DEFAULT_GRACE_S, WorkerHost, quitting_notice
 from cairnq_tui.messages import ControlFinished, DatabaseWoke, DataMessage, StoreConnected
@@ -37,7 +37,7 @@ from cairnq_tui.screens.main import MainScreen
 from cairnq_tui.settings import (
     Settings as Settings,  # (re-exported: tests and benches import it here)
 )
-from cairnq_tui.switching import GuardedControls, TargetCommands, pick_target
+from cairnq_tui.switching import SwitchHost, TargetCommands, pick_target
 from cairnq_tui.widgets.status_bar import StatusBar
 from cairnq_tui.widgets.view_bases import DataNode
 from engine import CairnQ, TaskStore, WatchSignal, active_waits
@@ -55,6 +55,8 @@ GC_YOUNG_THRESHOLD = 10_000
 #: A refresh still running after this long means the database is not answering:
 #: the status bar says so and the rows on screen are dimmed as stale.
 SLOW_REFRESH_S = 1.0
+#: What is dimmed while the rows on screen are stale.
+STALE_DIMS = "KeyedTable, #detail, #tasks-info"
 #: How often the console looks at the running refresh's age.
 WATCH_EVERY_S = 0.25
 
@@ -98,7 +100,7 @@ class ConsoleApp(App[None]):
         self.wait_registry = wait_registry
         self.client = CairnQ(store)
         self.inspector = Inspector(store, clock=clock)
-        self.controls: Controls = GuardedControls(self)
+        self.controls = ConsoleControls(self)
         self.read_only = settings.read_only
         self.connected = False
         self.meta: dict[str, str] = {}
@@ -187,6 +189,41 @@ class ConsoleApp(App[None]):
             self.notify(self.settings.notice, title="New database", markup=False)
         self.refresh_now()
 
+    # -- what completes: names and queues seen since connect -----------------------------
+
+    def learn(self, names: Iterable[str] = (), queues: Iterable[str] = ()) -> bool:
+        """Add task names and queues seen since connect to what completes and filters.
+
+        Sources: the rows of every Tasks page drawn, and ``read_completions``
+        (the database's names and queues, and those the hosted workers handle).
+        True when anything was new.
+        """
+        new_names = set(names).difference(self.names)
+        new_queues = set(queues).difference(self.known_queues)
+        if not new_names and not new_queues:
+            return False
+        if new_names:
+            self.names = sorted({*self.names, *new_names})
+        if new_queues:
+            self.known_queues = sorted({*self.known_queues, *new_queues})
+        for screen in self.screen_stack:
+            if isinstance(screen, MainScreen):
+                screen.offer_choices(self.known_queues, self.names)
+        return True
+
+    async def read_completions(self) -> tuple[list[str], list[str]]:
+        """Read the names and queues the database holds and the hosted workers handle
+        (learnt as ``learn`` does); every name and queue known now."""
+        names = await self.inspector.names()
+        queues = await self.inspector.queues()
+        if self.host:
+            for status in await self.host.statuses():
+                names.extend(status.handles)
+                if status.snapshot is not None:
+                    queues.extend(status.snapshot.queues)
+        self.learn(names, queues)
+        return list(self.names), list(self.known_queues)
+
     async def retarget(self, store: TaskStore, settings: Settings) -> None:
         """Point the running console at another database (``:``), then connect."""
         self.workers.cancel_group(self, "connect")  # the views' workers end with the views
@@ -229,11 +266,6 @@ class ConsoleApp(App[None]):
     # -- refresh loop ------------------------------------------------------------------------
 
     @property
-    def refreshing(self) -> bool:
-        """True from the start of a refresh until its result is drawn."""
-        return self._in_flight
-
-    @property
     def dialog_open(self) -> bool:
         return isinstance(self.screen, ModalScreen)
 
@@ -261,7 +293,9 @@ class ConsoleApp(App[None]):
             self._timer = None
         if not self.connected or not self.screen_stack:  # not yet, or shutting down
             return
-        if self.paused or self.dialog_open:
+        # Paused, only what the operator asks for refreshes (ctrl+r, a filter, a view
+        # switch): once, without resuming. A dialog holds every refresh back.
+        if (self.paused and not force) or self.dialog_open:
             self._show_state()
             self._arm(self.settings.refresh_s)
             return
@@ -349,8 +383,12 @@ class ConsoleApp(App[None]):
         if stale == (self._stale_since is not None):
             return
         self._stale_since = time.monotonic() if stale else None
+        # On the dimmed widgets, not on the screens: a class on a screen restyles
+        # every widget in it, and a database slow enough to make the rows stale
+        # made the console slower still.
         for screen in self.screen_stack:
-            screen.set_class(stale, "-stale")
+            for widget in screen.query(STALE_DIMS):
+                widget.set_class(stale, "-stale")
 
     def _arm(self, delay: float) -> None:
         if self._timer is not None:
@@ -488,8 +526,15 @@ class ConsoleApp(App[None]):
             self.exit()
 
     def action_help(self) -> None:
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(read_only=self.read_only))
+        if isinstance(self.screen, HelpScreen):
+            return
+        # Built once per session (and read-only state): the keymap does not change,
+        # and composing and laying out every section again cost more than the
+        # rest of opening it.
+        name = f"help-{'read-only' if self.read_only else 'read-write'}"
+        if not self.is_screen_installed(name):
+            self.install_screen(HelpScreen(read_only=self.read_only), name)
+        self.push_screen(name)
 
     def action_show_view(self, name: str) -> None:
         while not isinstance(self.screen, MainScreen) and len(self.screen_stack) > 1:
@@ -527,5 +572,15 @@ class ConsoleApp(App[None]):
 
 
 def _implements_console(app: ConsoleApp) -> Console:
-    """(For mypy: ``ConsoleApp`` is a ``Console``, what views and controls rely on.)"""
+    """(For mypy: ``ConsoleApp`` is what views and screens rely on ...)"""
+    return app
+
+
+def _implements_control_host(app: ConsoleApp) -> ControlHost:
+    """(... what the controls rely on ...)"""
+    return app
+
+
+def _implements_switch_host(app: ConsoleApp) -> SwitchHost:
+    """(... and what switching targets relies on.)"""
     return app

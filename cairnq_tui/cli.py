@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
-from cairnq_tui import __version__
+from cairnq_tui import __version__, ops
 from cairnq_tui.exits import EXIT_BAD_TARGET, refused
 from cairnq_tui.hosting import HostError, WorkerHost, run_hosting, start_hosting
 from cairnq_tui.named_targets import ConfigError, apply_to_args, settings_fields
@@ -109,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(a hosted --worker does too; a new SQLite file is always created)",
     )
     add_serve_parser(commands, launch)
+    ops.add_parsers(commands)
     demo = commands.add_parser(
         "demo",
         help="the console on a fresh database with a demo worker and traffic",
@@ -160,9 +161,11 @@ _rate = _number_within(0.1, 5000, "tasks per second")
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = ops.parse_args(parser, argv)
     if args.command == "demo":
         return demo(args)
+    if args.command in ops.COMMANDS:
+        return ops.run(args)
     if args.command not in ("launch", "serve"):
         parser.print_help()
         return 0 if args.command is None and argv == [] else EXIT_BAD_TARGET

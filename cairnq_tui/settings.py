@@ -31,7 +31,7 @@ class Settings:
     slow_every: int = 5
     #: The config's name for the target (None for a literal path or DSN).
     name: str | None = None
-    #: A ``danger = true`` target: warning colours, bulk actions ask for its name.
+    #: A ``danger = true`` target: warning colours, every write asks for its name.
     danger: bool = False
     #: ``--config`` (None: the default location); ``:`` lists its targets.
     config_path: str | None = None

@@ -7,31 +7,73 @@ console drop its views and store and reconnect on the new one. Switching keeps
 while the console hosts workers (they belong to the first target) and in the
 consoles ``serve`` starts (a browser only reaches the target it was served).
 
-On a ``danger = true`` target the bulk actions (cancel all, retry all, purge)
-first ask for the target's name to be typed.
+(A ``danger = true`` target asks for its name before every write: that is a
+policy of the controls, ``controls/_write_path.py``.)
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, Protocol, TypeVar, cast
+
+from textual.notifications import SeverityLevel
+from textual.screen import Screen, ScreenResultCallbackType
+from textual.worker import Worker as TextualWorker
 
 from cairnq_tui import named_targets
 from cairnq_tui.commands import ConsoleCommands
-from cairnq_tui.controls import Controls
 from cairnq_tui.formatting import clean
 from cairnq_tui.hosting import WorkerHost
-from cairnq_tui.ports import Console, console_of
-from cairnq_tui.screens.targets import TargetPickerScreen, TypeNameScreen
-from cairnq_tui.settings import SERVED_ENV
+from cairnq_tui.screens.targets import TargetPickerScreen
+from cairnq_tui.settings import SERVED_ENV, Settings
 from cairnq_tui.target import TargetError, check_target, make_store
-from engine.inspection import TaskFilter
+from engine import TaskStore
+
+ResultT = TypeVar("ResultT")
 
 
-def _why_not(app: Console) -> str | None:
+class SwitchHost(Protocol):
+    """What switching uses of the console app (``ConsoleApp`` implements it)."""
+
+    settings: Settings
+    host: WorkerHost | None
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None: ...
+
+    def push_screen(
+        self,
+        screen: Screen[ResultT],
+        callback: ScreenResultCallbackType[ResultT] | None = None,
+    ) -> object: ...
+
+    def run_worker(
+        self,
+        work: Coroutine[Any, Any, ResultT],
+        name: str | None = "",
+        group: str = "default",
+        description: str = "",
+        exit_on_error: bool = True,
+        start: bool = True,
+        exclusive: bool = False,
+        thread: bool = False,
+    ) -> TextualWorker[ResultT]: ...
+
+    async def retarget(self, store: TaskStore, settings: Settings) -> None:
+        """Point the running console at another database, then connect."""
+
+
+def _why_not(app: SwitchHost) -> str | None:
     if app.host is not None:
         return f"This console hosts {_hosted(app.host)} on its target: it cannot switch."
     if os.environ.get(SERVED_ENV) == "1":
@@ -47,7 +89,7 @@ def _hosted(host: WorkerHost) -> str:
     return f"--worker {', '.join(specs)}"
 
 
-def _targets(app: Console) -> named_targets.Config | None:
+def _targets(app: SwitchHost) -> named_targets.Config | None:
     """The config's targets now (read again, so edits show), or None after a notice."""
     why = _why_not(app)
     if why is not None:
@@ -64,7 +106,7 @@ def _targets(app: Console) -> named_targets.Config | None:
     return found
 
 
-def pick_target(app: Console) -> None:
+def pick_target(app: SwitchHost) -> None:
     """``:``: ask which target to show, then switch to it."""
     found = _targets(app)
     if found is None:
@@ -78,7 +120,7 @@ def pick_target(app: Console) -> None:
     app.push_screen(TargetPickerScreen(listed, app.settings.name), chosen)
 
 
-def switch_to(app: Console, named: named_targets.NamedTarget) -> None:
+def switch_to(app: SwitchHost, named: named_targets.NamedTarget) -> None:
     """Check ``named`` in a worker, then point the console at it."""
 
     async def job() -> None:
@@ -117,7 +159,7 @@ class TargetCommands(ConsoleCommands):
     """ "Switch to target NAME" for every target of the config."""
 
     def _commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
-        app = console_of(self.app)
+        app = cast("SwitchHost", self.app)
         if _why_not(app) is not None:
             return []
         try:
@@ -132,30 +174,3 @@ class TargetCommands(ConsoleCommands):
             )
             for named in found.targets.values()
         ]
-
-
-class GuardedControls(Controls):
-    """The console's controls; on a danger target, bulk ones first ask for its name."""
-
-    def _gate(self, action: str, then: Any) -> None:
-        settings = self.app.settings
-        if not settings.danger or self.app.read_only:
-            then()
-            return
-
-        def answered(typed: bool | None) -> None:
-            if typed:
-                then()
-
-        self.app.push_screen(
-            TypeNameScreen(settings.name or settings.target.display, action), answered
-        )
-
-    def cancel_matching(self, flt: TaskFilter, describe_queues: str = "") -> None:
-        self._gate("Cancel all", partial(super().cancel_matching, flt, describe_queues))
-
-    def retry_matching(self, flt: TaskFilter) -> None:
-        self._gate("Retry all", partial(super().retry_matching, flt))
-
-    def purge(self) -> None:
-        self._gate("Purge", super().purge)

@@ -88,6 +88,12 @@ def parse_target(raw: str | None, schema: str | None = None) -> Target:
     return Target(value, "sqlite", value)
 
 
+#: A console read waits this long for a pooled Postgres connection, then opens its
+#: own: after an outage the pool reconnects on a growing back-off, the console
+#: should not wait for its next attempt.
+READ_OWN_CONNECTION_AFTER_S = 0.5
+
+
 def make_store(
     target: Target, *, read_only: bool, synchronous: Literal["full", "normal"] = "full"
 ) -> TaskStore:
@@ -104,7 +110,13 @@ def make_store(
         )
     try:
         return PostgresStore(
-            target.raw, schema=target.schema, read_only=read_only, migrate=False, max_size=4
+            target.raw,
+            schema=target.schema,
+            read_only=read_only,
+            migrate=False,
+            max_size=4,
+            # After an outage: live as soon as the server answers (issue 20.8).
+            read_own_connection_after_s=READ_OWN_CONNECTION_AFTER_S,
         )
     except ValueError as exc:
         raise TargetError(redact_dsn(str(exc), source=target.raw)) from None

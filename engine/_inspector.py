@@ -73,6 +73,8 @@ class Inspector:
         self.count_cap = count_cap
         self.payload_scan = payload_scan
         self.error_window = error_window
+        #: (valid until, monotonic s; floor_ms; failures held) of the error window.
+        self.window_edge: tuple[float, int, int] | None = None
         self.clock = clock
 
     async def _read(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -131,10 +133,14 @@ class Inspector:
     ) -> TaskPage:
         """A page of tasks matching ``flt``.
 
-        Newest first (by id, i.e. creation time), or in key order for a key search.
-        ``before`` pages towards older tasks (later keys), ``after`` towards newer
-        ones (earlier keys); neither gives the first page. A page asked with
-        ``after`` that comes back short is replaced by the first page.
+        In ``flt.sort`` order (creation by default, i.e. id order; due, updated or
+        completed time), newest first unless ``flt.descending`` is False; in key
+        order for a key search; newest failure first for an error search (a
+        window of the newest ``error_window`` failures, said in ``window_note``).
+        Rows of failed and retrying tasks carry their error's type and first line.
+        ``before`` pages forward (the next page in that order), ``after`` back;
+        neither gives the first page. A page asked with ``after`` that comes back
+        short is replaced by the first page.
 
         Args:
             flt: filters and search.
@@ -144,7 +150,7 @@ class Inspector:
             total: a count already known for ``flt`` (skips counting again).
 
         Raises:
-            ValueError: both cursors given, or a bad limit.
+            ValueError: both cursors given, a bad limit, or a cursor of another order.
         """
         if before is not None and after is not None:
             raise ValueError("give at most one of before and after")
@@ -213,6 +219,22 @@ class Inspector:
             total=total,
             scan_limit=scan_limit,
         )
+
+    async def summaries(self, task_ids: Sequence[str]) -> list[TaskSummary]:
+        """The listed tasks' rows (error columns filled), newest first; unknown ids
+        are left out. At most 1,000 ids (a page of a failure group or a selection).
+
+        Raises:
+            ValueError: more than 1,000 ids.
+        """
+        if len(task_ids) > 1_000:
+            raise ValueError(f"at most 1,000 ids per call, got {len(task_ids):,}")
+        if not task_ids:
+            return []
+        wanted = list(task_ids)
+        ids: Any = wanted if self.store.dialect == "postgres" else _json.dumps(wanted)
+        rows = await self._read("inspect_tasks_by_ids", {"ids": ids})
+        return await self.with_errors([summary_from_row(r) for r in rows])
 
     async def with_errors(self, rows: Sequence[TaskSummary]) -> list[TaskSummary]:
         """``rows`` with the error columns filled for failed and retrying tasks.

@@ -10,6 +10,7 @@ completions in the window, never the table size, and the cap bounds it.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -50,10 +51,6 @@ class Latency:
             p99_ms=_percentile(ordered, total, 0.99),
             histogram=ordered,
         )
-
-
-def _bucket_lower(digits: int, lead: int) -> int:
-    return lead if digits <= 2 else lead * int(10 ** (digits - 2))
 
 
 def _bucket_middle(lower: int) -> int:
@@ -151,8 +148,12 @@ async def metrics(
     since = now - window_ms
     bucket_ms = max(60_000, math.ceil(window_ms / buckets / 60_000) * 60_000)
     params = {"since_ms": since, "cap": cap, "bucket_ms": bucket_ms}
-    counts = await inspector._read("inspect_metrics_throughput", params)
-    latencies = await inspector._read("inspect_metrics_latency", {"since_ms": since, "cap": cap})
+    # Two reads of the same window, side by side (Postgres runs them on two
+    # connections; SQLite's single reader takes them in turn).
+    counts, latencies = await asyncio.gather(
+        inspector._read("inspect_metrics_throughput", params),
+        inspector._read("inspect_metrics_latency", {"since_ms": since, "cap": cap}),
+    )
     first = since // bucket_ms
     width = now // bucket_ms - first + 1
     per: dict[tuple[str, str], dict[str, list[int]]] = {}
@@ -168,9 +169,7 @@ async def metrics(
     hist: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for r in latencies:
         key = (str(r["queue"]), str(r["name"]))
-        hist.setdefault(key, []).append(
-            (_bucket_lower(int(r["digits"]), int(r["lead"])), int(r["n"]))
-        )
+        hist.setdefault(key, []).append((int(r["lower_ms"]), int(r["n"])))
     out = tuple(
         MetricSeries(
             queue=key[0],

@@ -68,6 +68,28 @@ def remove_database_files(path: str) -> None:
             os.remove(path + suffix)
 
 
+def holds_nothing(path: str) -> bool:
+    """True when the file at ``path`` is empty, or a SQLite file holding no table and
+    nothing committed to its WAL: at most its first page (any table needs a
+    second, for its root), and a missing or empty ``-wal``. Read from the bytes,
+    opening no connection (one may fail where this is asked: on a full disk).
+    """
+    try:
+        size = os.path.getsize(path)
+        if size == 0:
+            return True
+        with open(path, "rb") as file:
+            header = file.read(100)
+        if len(header) < 100 or not header.startswith(b"SQLite format 3\0"):
+            return False
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        wal = Path(f"{path}-wal")
+        return size <= page_size and (not wal.exists() or wal.stat().st_size == 0)
+    except OSError:
+        return False
+
+
 def describe_sqlite_file(path: str) -> SQLiteFileKind:
     """Look at ``path`` without writing to it (not even the journal mode).
 

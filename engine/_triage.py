@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from engine._inspect_types import (
@@ -36,17 +38,29 @@ _MIN_MS = -(1 << 62)
 #: How many matches of queued retrying tasks one page merges in at most.
 _RETRYING_MATCHES = 1_000
 
-_MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
+# Masking works on text whose digits are folded to "#" first: the statements fold
+# them already (so messages differing only in numbers are counted as one row by
+# the database), and folding again here is a no-op. A literal "#" is read as a digit.
+_FOLD = str.maketrans("0123456789", "##########")
+_W = r"[A-Za-z0-9_#]"
+_START, _END = rf"(?<!{_W})", rf"(?!{_W})"
+_MASKS: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    # (pattern, mask, a character the text must hold for the pattern to apply)
     (
-        re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"),
+        re.compile(r"[#a-fA-F]{8}-[#a-fA-F]{4}-[#a-fA-F]{4}-[#a-fA-F]{4}-[#a-fA-F]{12}"),
         "<uuid>",
+        "-",
     ),
     # prefixed ULIDs (task_…, worker_…) and bare ones
-    (re.compile(r"\b(?:[A-Za-z]+_)?[0-9A-HJKMNP-TV-Z]{26}\b"), "<id>"),
-    (re.compile(r"\b0[xX][0-9a-fA-F]+\b"), "<hex>"),
+    (re.compile(rf"{_START}(?:[A-Za-z]+_)?[#A-HJKMNP-TV-Z]{{26}}{_END}"), "<id>", "#"),
+    (re.compile(rf"{_START}#[xX][#a-fA-F]+{_END}"), "<hex>", "#"),
     # hex runs of 8+ holding both a digit and a letter (hashes, object addresses)
-    (re.compile(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}\b"), "<hex>"),
-    (re.compile(r"\d+(?:\.\d+)?"), "<n>"),
+    (
+        re.compile(rf"{_START}(?=[#a-fA-F]*#)(?=[#a-fA-F]*[a-fA-F])[#a-fA-F]{{8,}}{_END}"),
+        "<hex>",
+        "#",
+    ),
+    (re.compile(r"#+(?:\.#+)?"), "<n>", "#"),
 )
 
 
@@ -56,24 +70,51 @@ def mask_message(text: str) -> str:
     ``"task_01J9… timed out after 30.5 s (attempt 3)"`` and the same error of
     another task become one ``"<id> timed out after <n> s (attempt <n>)"``.
     """
-    for pattern, mask in _MASKS:
-        text = pattern.sub(mask, text)
+    return _mask_folded(text.translate(_FOLD))
+
+
+@lru_cache(maxsize=65_536)
+def _mask_folded(text: str) -> str:
+    for pattern, mask, needs in _MASKS:
+        if needs in text:
+            text = pattern.sub(mask, text)
     return text
 
 
 # -- error search --------------------------------------------------------------------
 
 
+#: How long the window's edge is reused: typing a search re-reads pages, and
+#: finding the edge reads up to ``error_window`` index entries. Failures newer than
+#: a reused edge are still searched (the edge is a lower bound of time).
+WINDOW_EDGE_TTL_S = 10.0
+
+
 async def error_window(inspector: Inspector) -> tuple[int, int]:
     """``(floor_ms, failures)``: where the window of the newest failures starts and
     how many it holds (at most ``inspector.error_window``). One index read when the
-    window is full (the floor), a capped count when it is not."""
+    window is full (the floor), a capped count when it is not; reused for
+    ``WINDOW_EDGE_TTL_S`` seconds."""
+    cached = inspector.window_edge
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1], cached[2]
     window = inspector.error_window
     rows = await inspector._read("inspect_failures_floor", {"skip": window - 1})
     if rows and rows[0]["completed_at_ms"] is not None:
-        return int(rows[0]["completed_at_ms"]), window
-    span = await inspector._read("inspect_failures_span", {"cap": window})
-    return _MIN_MS, int(span[0]["n"]) if span else 0
+        edge = int(rows[0]["completed_at_ms"]), window
+    else:
+        span = await inspector._read("inspect_failures_span", {"cap": window})
+        edge = _MIN_MS, int(span[0]["n"]) if span else 0
+    inspector.window_edge = (time.monotonic() + WINDOW_EDGE_TTL_S, *edge)
+    return edge
+
+
+def _raw_text(text: str) -> str | None:
+    """``text`` when the envelope's JSON text must hold it as is (printable ASCII
+    with nothing JSON escapes), so the statement may look in the raw column first;
+    None otherwise (the statement then only matches the decoded fields)."""
+    plain = text.isascii() and text.isprintable() and not set(text) & {'"', "\\", "/"}
+    return text if plain else None
 
 
 def _window_note(inspector: Inspector, held: int) -> str:
@@ -98,7 +139,12 @@ async def error_page(
     forward = after is None
     cursor = before if forward else after
     cursor_ms, cursor_id = parse_time_cursor(cursor) if cursor else (None, None)
-    base: dict[str, Any] = {"text": text, "queue": flt.queue, "name": flt.name}
+    base: dict[str, Any] = {
+        "text": text,
+        "raw_text": _raw_text(text),
+        "queue": flt.queue,
+        "name": flt.name,
+    }
     failed: list[dict[str, Any]] = []
     if flt.status in (None, "failed"):
         params = {
@@ -163,6 +209,22 @@ async def _since(inspector: Inspector, window_ms: int | None, now: int) -> tuple
     return (int(oldest) if oldest is not None else now), None
 
 
+async def _newest(inspector: Inspector, start: int, cap: int) -> tuple[int, bool]:
+    """``(where to start reading, capped)``: ``start``, raised to the completion time
+    of the ``cap``-th newest failure when the window holds more than ``cap``.
+
+    A range of the index from that edge reads the newest ``cap`` failures (a few
+    more when several completed in the edge's millisecond) with no sort.
+    """
+    rows = await inspector._read("inspect_failures_floor", {"skip": cap - 1})
+    if len(rows) < 2 or rows[1]["completed_at_ms"] is None:
+        return start, False  # at most ``cap`` failures in all
+    edge, beyond = int(rows[0]["completed_at_ms"]), int(rows[1]["completed_at_ms"])
+    if beyond < start:
+        return start, False  # the window holds at most ``cap``
+    return max(start, edge), True
+
+
 async def failure_groups(
     inspector: Inspector,
     *,
@@ -177,8 +239,9 @@ async def failure_groups(
     now = inspector.clock()
     start, since_ms = await _since(inspector, window_ms, now)
     bucket_ms = max(1_000, math.ceil(max(now - start, 1) / buckets))
+    read_from, capped = await _newest(inspector, start, cap)
     rows = await inspector._read(
-        "inspect_failure_groups", {"since_ms": start, "cap": cap, "bucket_ms": bucket_ms}
+        "inspect_failure_groups", {"since_ms": read_from, "bucket_ms": bucket_ms}
     )
     groups: dict[tuple[str, str, str], _Group] = {}
     read = 0
@@ -220,6 +283,7 @@ async def failure_groups(
         bucket_start_ms=first_bucket * bucket_ms,
         failures_read=read,
         cap=cap,
+        capped=capped,
     )
 
 
@@ -237,9 +301,10 @@ async def failure_selection(
         raise ValueError(f"limit must be a positive integer, got {limit!r}")
     cap = inspector.error_window if cap is None else inspector._cap(cap)
     start, since_ms = await _since(inspector, window_ms, inspector.clock())
+    start, capped = await _newest(inspector, start, cap)
     rows = await inspector._read(
         "inspect_failure_group_members",
-        {"name": name, "error_type": error_type, "since_ms": start, "cap": cap},
+        {"name": name, "error_type": error_type, "since_ms": start},
     )
     ids: list[str] = []
     queues: set[str] = set()
@@ -251,13 +316,6 @@ async def failure_selection(
         queues.add(str(r["queue"]))
         if len(ids) < limit:
             ids.append(str(r["id"]))
-    # Cut short when a failure older than the newest ``cap`` still falls in the window.
-    beyond = await inspector._read("inspect_failures_floor", {"skip": cap})
-    capped = (
-        bool(beyond)
-        and beyond[0]["completed_at_ms"] is not None
-        and (int(beyond[0]["completed_at_ms"]) >= start)
-    )
     return FailureSelection(
         name=name,
         error_type=error_type,

@@ -71,7 +71,8 @@ class FailureGroups:
     ``since_ms`` is where the window starts (None = everything retained);
     ``bucket_ms`` and ``bucket_start_ms`` place each group's ``buckets``.
     ``failures_read`` failures were grouped; ``capped`` means the window held
-    more than ``cap`` and only the newest ``cap`` were read.
+    more than ``cap`` and only the newest ``cap`` were read (a few more when
+    several failed in the same millisecond as the ``cap``-th).
     """
 
     groups: tuple[FailureGroup, ...]
@@ -81,10 +82,7 @@ class FailureGroups:
     bucket_start_ms: int
     failures_read: int
     cap: int
-
-    @property
-    def capped(self) -> bool:
-        return self.failures_read >= self.cap
+    capped: bool = False
 
     @property
     def window_note(self) -> str:

@@ -1,4 +1,4 @@
-"""The dialogs of named targets: ``:`` picks one, and a danger target's name gate."""
+"""The dialog of named targets: ``:`` picks one."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, OptionList, Static
+from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from cairnq_tui import keymap
 from cairnq_tui.formatting import clean
+from cairnq_tui.widgets.key_footer import KeyFooter
 
 
 class TargetPickerScreen(ModalScreen[str | None]):
@@ -30,6 +31,7 @@ class TargetPickerScreen(ModalScreen[str | None]):
         self.current = current
 
     def compose(self) -> ComposeResult:
+        yield KeyFooter()  # the keys of this dialog, not of the screen under it
         with Vertical(classes="dialog", id="target-picker"):
             yield Label(Text("Switch to target", style="bold"), classes="dialog-title")
             yield Input(placeholder="target name", id="target-name")
@@ -71,46 +73,6 @@ class TargetPickerScreen(ModalScreen[str | None]):
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)
-
-    def action_dismiss_none(self) -> None:
-        self.dismiss(None)
-
-
-class TypeNameScreen(ModalScreen[bool | None]):
-    """Before a bulk action on a ``danger`` target: type its name to go on."""
-
-    BINDINGS = keymap.DIALOG
-
-    def __init__(self, name: str, action: str) -> None:
-        super().__init__()
-        self.target_name = name
-        self.action_text = action
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog danger-dialog"):
-            yield Label(
-                Text(f"{self.action_text} on {self.target_name}", style="bold"),
-                classes="dialog-title",
-            )
-            yield Static(
-                Text(
-                    f"{self.target_name} is marked danger in the config. "
-                    f"Type {self.target_name} and press enter to go on; escape goes back."
-                ),
-                classes="dialog-body",
-            )
-            yield Input(placeholder=self.target_name, id="type-name")
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.value.strip() == self.target_name:
-            self.dismiss(True)
-        else:
-            self.notify(
-                f"That is not {self.target_name}; nothing was done.",
-                severity="warning",
-                markup=False,
-            )
-            event.input.value = ""
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)

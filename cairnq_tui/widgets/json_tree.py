@@ -2,7 +2,9 @@
 
 Containers show their first ``PAGE`` children; a "… N more" node loads the next
 page when selected. Long strings are cut, and selecting one shows it whole.
-Every key and value is shown literally (``safe_text``).
+Every key and value is shown literally (``safe_text``). A column the engine
+could not decode (``UndecodableJSON``: nested deeper than it reads, or not JSON)
+shows a note with the reason and the start of its raw text, escaped.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from cairnq_tui.formatting import clean
+from engine.inspection import UndecodableJSON
 
 PAGE = 100
 SHORT = 120
+#: How much of an undecodable column's raw text is shown.
+RAW_SHOWN = 300
 
 
 class _More:
@@ -70,13 +75,27 @@ class JsonTree(Tree[Any]):
             return
         self._value = value
         self.clear()
-        if isinstance(value, dict | list):
+        if isinstance(value, UndecodableJSON):
+            self._add_undecodable(value)
+        elif isinstance(value, dict | list):
             self._add_json_children(self.root, value, 0)
             self.root.expand()
         else:
             self.root.add_leaf(_scalar(value))
         self.root.expand()
         self.call_after_refresh(self._fit)
+
+    def _add_undecodable(self, value: UndecodableJSON) -> None:
+        self.root.add_leaf(
+            Text(
+                f"cannot be decoded ({clean(value.reason)}): raw text as stored, "
+                f"{len(value.text):,} chars"
+                + (f", the first {RAW_SHOWN} shown" if len(value.text) > RAW_SHOWN else ""),
+                style="bold yellow",
+            )
+        )
+        raw = clean(value.text[:RAW_SHOWN]) + ("…" if len(value.text) > RAW_SHOWN else "")
+        self.root.add_leaf(Text(raw, style="dim"))
 
     def _fit(self) -> None:
         # A Tree scrolls inside whatever height it gets: size it to its lines.

@@ -123,3 +123,21 @@ class LeasesView(OpensTaskRows, DataView):
         if lease is None:
             return
         self.console.controls.cancel_tasks([lease])
+
+    def action_cancel_worker(self) -> None:
+        """``C``: cancel every running task of the worker under the cursor (its header
+        row or one of its tasks)."""
+        key = self.table.cursor_key
+        if key is None:
+            return
+        if key.startswith(WORKER_PREFIX):
+            worker = key[len(WORKER_PREFIX) :]
+        else:
+            lease = self.highlighted()
+            if lease is None:
+                return
+            worker = lease.worker_id or "(no worker)"
+        tasks = sorted(
+            (x for x in self.leases if (x.worker_id or "(no worker)") == worker), key=lambda x: x.id
+        )
+        self.console.controls.cancel_tasks(tasks)

@@ -10,6 +10,7 @@ a fixed width so that keys arriving late do not move the columns after it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from rich.text import Text
@@ -105,6 +106,10 @@ class TasksView(OpensTaskRows, DataView):
         self.keys_pending = False
         self.generation = 0
         self.queue_options: list[str] = []
+        self.name_options: list[str] = []
+        #: The first refresh generation drawn with the cursor on the top row (the
+        #: first after a filter change); 0: none pending.
+        self.cursor_top_from = 0
         #: The names the name filter matched on the last refresh.
         self.name_matches: list[str] = []
 
@@ -169,18 +174,22 @@ class TasksView(OpensTaskRows, DataView):
 
     def set_choices(self, queues: list[str], names: list[str]) -> None:
         """Offer the queues and names the database holds (and --queue allows)."""
+        if names != self.name_options:
+            self.name_options = list(names)
+            self.query_one("#name-filter", Input).suggester = SuggestFromList(
+                names, case_sensitive=True
+            )
         allowed = list(self.console.settings.queues) or queues
-        select = self.query_one("#queue-filter", Select)
-        current = select.value
         if allowed == self.queue_options:
             return
+        select = self.query_one("#queue-filter", Select)
+        current = select.value
         self.queue_options = list(allowed)
-        select.set_options([(q, q) for q in allowed])
-        if isinstance(current, str) and current in allowed:
-            select.value = current
-        self.query_one("#name-filter", Input).suggester = SuggestFromList(
-            names, case_sensitive=True
-        )
+        # Setting the options must not read as a filter change (a refresh, cursor to top).
+        with self.prevent(Select.Changed):
+            select.set_options([(q, q) for q in allowed])
+            if isinstance(current, str) and current in allowed:
+                select.value = current
 
     # -- filters ---------------------------------------------------------------------------
 
@@ -196,6 +205,7 @@ class TasksView(OpensTaskRows, DataView):
             search_kind=kind if isinstance(kind, str) else "id",  # type: ignore[arg-type]
         )
         self.cursor_before = self.cursor_after = None
+        self.cursor_top_from = self.generation + 1  # the next refresh reads the new filter
         self.console.refresh_now(force=True)
 
     def on_select_changed(self, event: Select.Changed) -> None:
@@ -304,6 +314,13 @@ class TasksView(OpensTaskRows, DataView):
                 # At the top: follow new tasks as they arrive.
                 self.cursor_before = self.cursor_after = None
             self.draw()
+            if self.cursor_top_from and message.generation >= self.cursor_top_from:
+                # A new filter: the cursor starts on the first row, not where it was.
+                self.cursor_top_from = 0
+                self.table.cursor_to(0)
+            self.console.learn(
+                {r.name for r in message.page.rows}, {r.queue for r in message.page.rows}
+            )
             missing = [r.id for r in self.page.rows if r.key is None and r.id not in self.keys]
             if missing:
                 # After the paint: on SQLite the key-table read runs on this thread.
@@ -399,8 +416,20 @@ class TasksView(OpensTaskRows, DataView):
         self.selected ^= {row.id}
         self.draw()
 
+    def _clear_after(self) -> Callable[[], None] | None:
+        """When the targets are the selection: what clears it once the write is confirmed
+        (a selection never outlives its action, so a second key cannot act on it again)."""
+        if self.page is None or not any(r.id in self.selected for r in self.page.rows):
+            return None
+
+        def clear() -> None:
+            self.selected.clear()
+            self.draw()
+
+        return clear
+
     def action_cancel(self) -> None:
-        self.console.controls.cancel_tasks(self.targets())
+        self.console.controls.cancel_tasks(self.targets(), clear=self._clear_after())
 
     def _bulk_filter(self) -> TaskFilter | None:
         """The filter a bulk action works on: the name filter resolved to one name."""
@@ -422,7 +451,7 @@ class TasksView(OpensTaskRows, DataView):
             self.console.controls.cancel_matching(flt)
 
     def action_retry(self) -> None:
-        self.console.controls.retry_tasks(self.targets())
+        self.console.controls.retry_tasks(self.targets(), clear=self._clear_after())
 
     def action_retry_matching(self) -> None:
         if (flt := self._bulk_filter()) is not None:

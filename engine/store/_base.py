@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import abc
 import builtins
+from collections.abc import Sequence
 from typing import Any
 
 from engine import _rules
@@ -197,6 +198,28 @@ class TaskStore(ClaimStore):
         _rules.integer(delay_ms, "delay_ms", minimum=1)
         task = await self._reschedule("delay", task_id, {"delay_ms": delay_ms})
         return await self._rescheduled(task_id, task)
+
+    async def purge_ids(self, task_ids: Sequence[str]) -> builtins.list[str]:
+        """Delete the listed tasks that are finished; the ids deleted (ours, beyond the SDK).
+
+        Live tasks and unknown ids are left alone (a group purge, a purge by id).
+        At most 10,000 ids per call.
+
+        Raises:
+            ValueError: not a list of ids, or more than 10,000.
+        """
+        if isinstance(task_ids, str) or not isinstance(task_ids, Sequence):
+            raise ValueError("task_ids must be a list of task ids")
+        if len(task_ids) > 10_000:
+            raise ValueError(f"task_ids holds {len(task_ids):,} ids; at most 10,000 per call")
+        ids = [self._text(task_id, "task_id") for task_id in task_ids]
+        if not ids:
+            return []
+        return await self._purge_ids(ids)
+
+    @abc.abstractmethod
+    async def _purge_ids(self, task_ids: builtins.list[str]) -> builtins.list[str]:
+        """Run ``purge_ids`` on the listed ids; the ids deleted."""
 
     async def _rescheduled(self, task_id: str, task: Task | None) -> Task:
         if task is None:

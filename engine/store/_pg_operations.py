@@ -187,6 +187,12 @@ class PostgresOperations(TaskStore):
     ) -> Task | None:
         return await self._one(statement, {"id": task_id, **params}, write=True)
 
+    async def _purge_ids(self, task_ids: builtins.list[str]) -> builtins.list[str]:
+        async def work(conn: Conn) -> builtins.list[dict[str, Any]]:
+            return await (await conn.execute(_sql("purge_ids"), {"ids": task_ids})).fetchall()
+
+        return [r["id"] for r in await self._run(work, write=True)]
+
     async def _by_key(self, key: str, name: str, params: Mapping[str, Any]) -> Task | None:
         """lock_key, get_key, then ``name`` on the task the key points at."""
 

@@ -380,6 +380,29 @@ def postgres_catalog(
     return catalog
 
 
+async def read_postgres(conn: Any) -> Catalog:
+    """The catalog of the current schema, read on the psycopg ``conn`` (dict rows).
+
+    One snapshot for every read: a concurrent cold start committing migrations
+    between them would pair a complete ledger with older indexes.
+    """
+    await conn.execute("begin isolation level repeatable read read only")
+    try:
+        columns = await (await conn.execute(POSTGRES_COLUMNS)).fetchall()
+        ledger = None
+        if any(row["table_name"] == _LEDGER for row in columns):
+            ledger = await (await conn.execute(POSTGRES_LEDGER)).fetchall()
+        async with conn.pipeline():
+            reads = [
+                await conn.execute(sql)
+                for sql in (POSTGRES_INDEXES, POSTGRES_TRIGGERS, POSTGRES_FOREIGN_KEYS)
+            ]
+        indexes, triggers, foreign_keys = [await cur.fetchall() for cur in reads]
+    finally:
+        await conn.execute("rollback")
+    return postgres_catalog(columns, indexes, triggers, foreign_keys, ledger)
+
+
 # -- judging it ------------------------------------------------------------------------
 
 

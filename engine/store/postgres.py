@@ -21,8 +21,7 @@ import builtins
 import contextlib
 import math
 import re
-import select
-from collections import deque
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -52,12 +51,16 @@ from engine.store._faults import postgres_fault
 from engine.store._pg_group import WriteGroup
 from engine.store._pg_listener import Listener
 from engine.store._pg_operations import PostgresOperations
+from engine.store._pg_pool import most_recent_first, terminated
 
 T = TypeVar("T")
 Conn = psycopg.AsyncConnection[dict[str, Any]]
 
 SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 _PROTOCOL_VERSION = 1
+#: After the pool kept a read waiting (``read_own_connection_after_s``), reads skip
+#: the wait for a pooled connection this long: the pool is reconnecting.
+_RECOVERING_S = 5.0
 
 # The ledger is created by the SDK, not by a migration (§1.2); these three texts
 # are the migration runner's own, not protocol statements.
@@ -122,6 +125,14 @@ class PostgresStore(PostgresOperations):
         migrate: apply missing migrations on connect.
         connect_timeout_s: bound on opening a connection, and on waiting for a
             pooled one, so an unreachable server fails instead of hanging.
+        read_own_connection_after_s: None (the default): reads wait for a pooled
+            connection like writes. A number: a read that waited this long for
+            one runs on a connection of its own instead (closed after it), and
+            for a few seconds after the pool kept one waiting, the next ones do
+            not wait. After
+            an outage the pool reconnects with a growing back-off (1, 2, 4 … s);
+            a console passes a short wait here so it is live as soon as the
+            server answers rather than when the pool's next attempt comes.
 
     Raises:
         ValueError: malformed DSN, bad schema name or pool sizes.
@@ -142,6 +153,7 @@ class PostgresStore(PostgresOperations):
         read_only: bool = False,
         migrate: bool = True,
         connect_timeout_s: float = 5.0,
+        read_own_connection_after_s: float | None = None,
     ) -> None:
         _rules.text(dsn, "dsn")
         _rules.integer(min_size, "min_size", minimum=0)
@@ -150,6 +162,11 @@ class PostgresStore(PostgresOperations):
             raise ValueError(f"schema must match {SCHEMA_NAME.pattern}, got {schema!r}")
         if not connect_timeout_s > 0:
             raise ValueError("connect_timeout_s must be > 0")
+        if read_own_connection_after_s is not None and not read_own_connection_after_s >= 0:
+            raise ValueError("read_own_connection_after_s must be >= 0 or None")
+        self._own_after_s = read_own_connection_after_s
+        #: Until when (monotonic) reads skip the wait for a pooled connection.
+        self._pool_recovering_until = 0.0
         try:
             params = conninfo_to_dict(dsn)
         except psycopg.ProgrammingError as exc:
@@ -262,7 +279,7 @@ class PostgresStore(PostgresOperations):
                 timeout=self._timeout_s * 2,
                 name=f"cairnq:{self.target}",
             )
-            _most_recent_first(pool)
+            most_recent_first(pool)
             try:
                 await pool.open(wait=self._min_size > 0, timeout=self._timeout_s * 2)
             except PoolTimeout as exc:
@@ -349,27 +366,7 @@ class PostgresStore(PostgresOperations):
 
     async def _check_schema(self, conn: Conn) -> bool:
         """``_schema_check.verify`` on the current schema; True if the full check ran."""
-        # One snapshot for every read: a concurrent cold start committing
-        # migrations between them would pair a complete ledger with older indexes.
-        await conn.execute("begin isolation level repeatable read read only")
-        try:
-            columns = await (await conn.execute(schema_check.POSTGRES_COLUMNS)).fetchall()
-            ledger = None
-            if any(row["table_name"] == "cairnq_migrations" for row in columns):
-                ledger = await (await conn.execute(schema_check.POSTGRES_LEDGER)).fetchall()
-            async with conn.pipeline():
-                reads = [
-                    await conn.execute(sql)
-                    for sql in (
-                        schema_check.POSTGRES_INDEXES,
-                        schema_check.POSTGRES_TRIGGERS,
-                        schema_check.POSTGRES_FOREIGN_KEYS,
-                    )
-                ]
-            indexes, triggers, foreign_keys = [await cur.fetchall() for cur in reads]
-        finally:
-            await conn.execute("rollback")
-        catalog = schema_check.postgres_catalog(columns, indexes, triggers, foreign_keys, ledger)
+        catalog = await schema_check.read_postgres(conn)
         names = [name for name, _ in migrations("postgres")]
         return schema_check.verify(catalog, "postgres", names, self.target)
 
@@ -415,7 +412,7 @@ class PostgresStore(PostgresOperations):
         self._inflight += 1
         try:
             with self._faults():
-                return await self._on_connection(work, retry=retry)
+                return await self._on_connection(work, retry=retry, own_ok=not write)
         finally:
             self._done_one()
 
@@ -451,12 +448,20 @@ class PostgresStore(PostgresOperations):
             self._drained.set()
 
     async def _on_connection(
-        self, work: Callable[[Conn], Awaitable[T]], *, retry: bool = False
+        self, work: Callable[[Conn], Awaitable[T]], *, retry: bool = False, own_ok: bool = False
     ) -> T:
-        """``work`` on a pooled connection (``_run`` without admission or counting)."""
+        """``work`` on a pooled connection (``_run`` without admission or counting).
+
+        ``own_ok`` (reads): with ``read_own_connection_after_s`` set, a read that
+        gets no pooled connection in that time runs on one of its own.
+        """
         pool = self._pool
         if pool is None:
             raise StoreClosed(f"store {self.target} is closed")
+        wait: float | None = None
+        if own_ok and self._own_after_s is not None:
+            recovering = time.monotonic() < self._pool_recovering_until
+            wait = 0.001 if recovering else self._own_after_s
         retried = discarded = 0
         while True:
             # getconn/putconn rather than ``pool.connection()``: that context
@@ -465,11 +470,13 @@ class PostgresStore(PostgresOperations):
             # commit (every transaction here is closed by its own block, and
             # putconn rolls back one left open), so it only cost time per call.
             try:
-                conn = await pool.getconn()
+                conn = await pool.getconn(timeout=wait)
             except PoolTimeout as exc:
-                raise self._unavailable(exc) from exc
+                if wait is None:
+                    raise self._unavailable(exc) from exc
+                return await self._on_own_connection(work)
             try:
-                if _terminated(conn):
+                if terminated(conn):
                     # Never used, so safe to skip even for writes; the pool
                     # replaces a closed connection by itself.
                     await conn.close()
@@ -488,6 +495,20 @@ class PostgresStore(PostgresOperations):
             if not retry or retried:
                 raise self._unavailable(lost) from lost
             retried += 1
+
+    async def _on_own_connection(self, work: Callable[[Conn], Awaitable[T]]) -> T:
+        """A read the pool could not serve in time, on a connection of its own."""
+        self._pool_recovering_until = time.monotonic() + _RECOVERING_S
+        conn = await self._open_session()  # StoreUnavailable while the server is away
+        try:
+            result = await work(conn)
+        except psycopg.OperationalError as exc:
+            if not (conn.broken or conn.closed):
+                raise
+            raise self._unavailable(exc) from exc
+        finally:
+            await conn.close()
+        return result
 
     async def _grouped(
         self, name: str | None, params: Mapping[str, Any], order: str
@@ -554,38 +575,3 @@ class PostgresStore(PostgresOperations):
         self._read_statement_text(name)
         active = frozenset(k for k, v in params.items() if v is not None)
         return await self._fetch_all(name, params, active=active)
-
-
-class _MostRecentFirst(deque[Conn]):
-    """A pool's idle list that hands out the most recently returned connection.
-
-    psycopg-pool takes idle connections from the left and returns them on the
-    right, so sequential operations rotate through every pooled connection and
-    each one prepares and plans every statement for itself. Returned on the left,
-    the warm connection is reused and the others stay idle until ``max_idle``
-    retires them (measured: purge batches ~45k -> ~65k rows/s with 10 pooled).
-    """
-
-    def append(self, conn: Conn) -> None:
-        self.appendleft(conn)
-
-
-def _most_recent_first(pool: AsyncConnectionPool[Conn]) -> None:
-    # A private attribute of psycopg-pool: only replaced when it is the plain
-    # deque this was written against, so a changed pool merely loses the tweak.
-    idle = getattr(pool, "_pool", None)
-    if type(idle) is deque:
-        pool._pool = _MostRecentFirst(idle)
-
-
-def _terminated(conn: Conn) -> bool:
-    """True if an idle pooled connection was most likely terminated.
-
-    A backend killed by a restart or ``pg_terminate_backend`` sends its FATAL
-    notice and closes the socket; an idle connection has nothing else to read,
-    so a zero-timeout ``select`` tells without a round trip.
-    """
-    if conn.closed or conn.broken:
-        return True
-    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
-    return bool(readable)

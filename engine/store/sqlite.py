@@ -71,7 +71,12 @@ from engine._clock import now_ms
 from engine._errors import AlreadyExists, LostLease, StoreClosed, StoreLocked, StoreUnavailable
 from engine._models import TASK_COLUMNS, SubmitOutcome, Task, TaskRef, in_claim_order
 from engine._sql import migrations, specialise, statement
-from engine._sqlite_file import is_read_only_file, read_only_uri, remove_database_files
+from engine._sqlite_file import (
+    holds_nothing,
+    is_read_only_file,
+    read_only_uri,
+    remove_database_files,
+)
 from engine.store import _sqlite_sync as sync
 from engine.store._base import (
     LEASE_EXPIRED_JSON,
@@ -312,14 +317,25 @@ class SQLiteStore(TaskStore):
                 new = self._creates_file()
                 try:
                     await self._open()
-                except BaseException:
-                    if new:  # a refused open leaves no file behind (a full disk's 0 bytes)
-                        remove_database_files(self._path)
+                except BaseException as exc:
+                    if new and not isinstance(exc, StoreLocked):
+                        self._remove_unmade_file()
                     raise
 
     def _creates_file(self) -> bool:
         """True when opening would create the database file (it does not exist yet)."""
         return not (self._memory or self._uri or os.path.lexists(self._path))
+
+    def _remove_unmade_file(self) -> None:
+        """After a failed open that created the file: remove it if it holds nothing.
+
+        A refused open leaves nothing behind (a full disk left a 0-byte file, or
+        one page and an empty WAL). A file another process made a database of
+        meanwhile (a table, WAL content, or this open refused as locked, above)
+        is never touched.
+        """
+        if holds_nothing(self._path):
+            remove_database_files(self._path)
 
     def _location(self) -> tuple[str, bool]:
         """Check the path before opening; ``(what to open, as a URI?)``."""
@@ -857,6 +873,11 @@ class SQLiteStore(TaskStore):
         params = {"id": task_id, "reset_attempt": int(reset_attempt)}
         _, rows = await self._write(_sql("retry"), params)
         return _first_task(rows)
+
+    async def _purge_ids(self, task_ids: builtins.list[str]) -> builtins.list[str]:
+        self._check_writable("purge")
+        _, rows = await self._write(_sql("purge_ids"), {"ids": _json.dumps(task_ids)})
+        return [r[0] for r in rows]
 
     async def _reschedule(
         self, statement: str, task_id: str, params: dict[str, Any]

@@ -4,8 +4,10 @@
 -- The (status, completed_at_ms) index bounds the walk: only failures completed at
 -- or after :floor_ms (the window of the newest N failures) are read, and the walk
 -- stops at :limit matches, so a page never reads more than the window.
--- Params: :text; :floor_ms (the window's edge); :cursor_ms, :cursor_id (the first
--- page passes a cursor before every row); :queue, :name (NULL = any); :limit.
+-- (:raw_text, SQLite's cheap look at the raw JSON, is not used: rendering jsonb as
+-- text costs more here than reading the two fields.)
+-- Params: :text; :floor_ms (the window's edge); :cursor_ms, :cursor_id
+-- (the first page passes a cursor before every row); :queue, :name (NULL = any); :limit.
 select id, name, queue, status, attempt, max_attempts, priority, worker_id, lease_until_ms,
        run_at_ms, cancel_requested_at_ms, progress, substr(message, 1, 200) as message,
        created_at_ms, updated_at_ms, completed_at_ms,

@@ -4,6 +4,8 @@
 -- looked at (the order by names the index's column so that every planner walks it
 -- rather than reading the table until enough queued rows turned up), so the read
 -- is bounded whatever the backlog.
+-- (:raw_text, SQLite's cheap look at the raw JSON, is not used: rendering jsonb as
+-- text costs more here than reading the two fields.)
 -- Params: :text; :queue, :name (NULL = any); :scan_limit; :limit.
 select t.id, t.name, t.queue, t.status, t.attempt, t.max_attempts, t.priority, t.worker_id,
        t.lease_until_ms, t.run_at_ms, t.cancel_requested_at_ms, t.progress,

@@ -101,6 +101,7 @@ async def test_bad_delays_are_refused_before_anything_is_written(shared: Shared)
 
 async def test_read_only_stores_refuse_reschedules(shared: Shared) -> None:
     task_id = await shared.submit("job", queue="idle", delay_ms=HOUR)
+    finished = await shared.succeed("job")
     before = row(shared, task_id)
     reader: TaskStore
     if shared.schema is None:
@@ -113,6 +114,40 @@ async def test_read_only_stores_refuse_reschedules(shared: Shared) -> None:
             await reader.run_now(task_id)
         with pytest.raises(StoreUnavailable, match="read"):
             await reader.delay(task_id, 60_000)
+        with pytest.raises(StoreUnavailable, match="read"):
+            await reader.purge_ids([finished])
     finally:
         await reader.close()
-    assert row(shared, task_id) == before
+    assert row(shared, task_id) == before and row(shared, finished)[0] == "succeeded"
+
+
+async def test_a_failure_group_is_shown_and_purged_by_its_ids(shared: Shared) -> None:
+    group_ids = [await shared.fail("charge", "CardError", f"card {n} declined") for n in (1, 2, 3)]
+    other = await shared.fail("charge", "CardError", "gateway closed")
+    keyed = await shared.peer.submit("charge", {}, key="order-7", queue="k", max_attempts=1)
+    await shared.claim(queue="k")
+    error = {"type": "CardError", "code": "x", "message": "card 7 declined", "retryable": False}
+    await shared.peer.store.fail(task_id=keyed.id, worker_id="w1", error={**error, "details": {}})
+    group_ids.append(keyed.id)
+    running = await shared.submit("charge", queue="r")
+    await shared.claim(queue="r")
+
+    groups = await shared.inspector.failure_groups(window_ms=HOUR)
+    [group] = [g for g in groups.groups if g.message == "card <n> declined"]
+    selection = await shared.inspector.failure_selection(group, window_ms=HOUR)
+    assert selection.count == 4 and set(selection.task_ids) == set(group_ids)
+    shown = await shared.inspector.summaries(selection.task_ids)
+    assert [r.id for r in shown] == sorted(group_ids, reverse=True)
+    assert {r.error_message for r in shown} == {f"card {n} declined" for n in (1, 2, 3, 7)}
+
+    unknown = "task_01J00000000000000000000000"
+    deleted = await shared.store.purge_ids([*selection.task_ids, running, unknown])
+    assert sorted(deleted) == sorted(group_ids)
+    left = {r[0] for r in shared.sql("select id from cairnq_tasks")}
+    assert not left & set(group_ids) and {other, running} <= left
+    assert shared.sql("select count(*) from cairnq_task_keys where key = 'order-7'") == [(0,)]
+    assert await shared.store.purge_ids([]) == []
+    for bad in ("task_1", [""], [None], ["task_1"] * 10_001):
+        with pytest.raises(ValueError, match="task_id"):
+            await shared.store.purge_ids(bad)  # type: ignore[arg-type]
+    assert {r[0] for r in shared.sql("select id from cairnq_tasks")} == left

@@ -243,3 +243,14 @@ async def test_workers_holding_leases_and_the_ones_that_stopped(shared: Shared) 
     # stopped worker holds nothing any more.
     await shared.peer.store.claim(queues=["none"], worker_id="w9", lease_ms=1_000)
     assert [w.worker_id for w in await shared.inspector.workers()] == ["worker_live"]
+
+
+def test_latency_percentiles_from_the_histogram() -> None:
+    from engine.inspection import Latency
+
+    # Exact under 100 ms; above, the middle of a two-significant-digit bucket.
+    lat = Latency.of([(7, 50), (1200, 45), (15000, 4), (990_000, 1)])
+    assert (lat.count, lat.p50_ms, lat.p95_ms, lat.p99_ms) == (100, 7, 1250, 15500)
+    assert Latency.of([]).p50_ms is None and Latency.of([]).count == 0
+    merged = Latency.of([(40, 1), (40, 1), (50, 2)])
+    assert merged.histogram == ((40, 2), (50, 2)) and merged.p50_ms == 40

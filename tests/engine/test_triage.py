@@ -38,6 +38,15 @@ def test_masking_folds_volatile_parts() -> None:
     assert mask_message("took 30.5 s (attempt 3)") == "took <n> s (attempt <n>)"
     # Words are kept, even hex-looking ones without a digit.
     assert mask_message("deadbeef cafe failed") == "deadbeef cafe failed"
+    # The statements fold digits to "#" before grouping; masking the folded text
+    # gives what masking the original gives.
+    raw = "lost task_01J9ZQ3X5V8KD2N4M6P7R8S9TA at 0x7f3a2b10 after 30.5 s, digest 9f86d081884c"
+    folded = raw.translate(str.maketrans("0123456789", "#" * 10))
+    assert (
+        mask_message(folded)
+        == mask_message(raw)
+        == ("lost <id> at <hex> after <n> s, digest <hex>")
+    )
 
 
 def test_durations() -> None:
@@ -138,6 +147,24 @@ async def test_error_search_matches_type_and_message_of_failures(shared: Shared)
     assert await search("not found", name="ship") == [b]
     assert await search("not found", status="succeeded") == []
     assert await search("nowhere") == []
+
+
+async def test_error_search_finds_text_json_escapes(shared: Shared) -> None:
+    """Text the envelope's JSON escapes (quotes, backslashes, "/", non-ASCII the
+    writer may spell \\uXXXX) is matched on the decoded fields, never missed."""
+    odd = await shared.fail("job", "EncodeError", 'café "quoted" at path/to\\file: tab\there')
+    plain = await shared.fail("job", "E", "plain text")
+
+    async def search(text: str) -> set[str]:
+        flt = TaskFilter(search=text, search_kind="error")
+        return {r.id for r in (await shared.inspector.tasks_page(flt, limit=50)).rows}
+
+    for text in ("CAFÉ", '"quoted"', "path/to", "to\\file", "caf", "tab\there", "encodeerror"):
+        assert await search(text) == {odd}, text
+    assert await search("plain") == {plain}
+    # A failure newer than the window's edge the inspector reuses is still found.
+    later = await shared.fail("job", "E", "plain again")
+    assert await search("plain") == {plain, later}
 
 
 async def test_error_search_pages_both_ways(shared: Shared) -> None:

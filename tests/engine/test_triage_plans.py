@@ -39,6 +39,8 @@ OPTIONAL = ("status", "queue", "name")
 #  whether a sort of the rows read is allowed (bounded by a window / LIMIT))
 SHAPES: list[tuple[str, frozenset[str], set[str], bool]] = [
     ("inspect_task_errors", frozenset(), PK, False),
+    ("inspect_tasks_by_ids", frozenset(), PK, True),
+    ("purge_ids", frozenset(), PK, False),
     ("inspect_failures_floor", frozenset(), STATUS_COMPLETED, False),
     ("inspect_failures_span", frozenset(), STATUS_COMPLETED, False),
     ("inspect_failure_groups", frozenset(), STATUS_COMPLETED, True),
@@ -86,7 +88,7 @@ def _values(sql: str, active: frozenset[str], dialect: str, rows: int = 600) -> 
             )
         elif name == "ids":
             out[name] = ["task_1", "task_2"] if dialect == "postgres" else '["task_1", "task_2"]'
-        elif name in ("text", "error_type"):
+        elif name in ("text", "raw_text", "error_type"):
             out[name] = "boom"
         elif name == "cursor_id":
             out[name] = "task_z"

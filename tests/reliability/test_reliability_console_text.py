@@ -49,7 +49,7 @@ async def settle(pilot: Any) -> None:
     app = pilot.app
     for _ in range(300):
         await pilot.pause(0.02)
-        if app.connected and app.ticks and not app.refreshing:
+        if app.connected and app.ticks and not app._in_flight:
             break
     await app.workers.wait_for_complete()
     await pilot.pause(0.05)

@@ -323,7 +323,7 @@ async def settle(pilot: Any) -> None:
         quiet = (
             app.connected
             and app.ticks
-            and not app.refreshing
+            and not app._in_flight
             and not busy
             and not any(_table_pending(screen) for screen in app.screen_stack)
         )

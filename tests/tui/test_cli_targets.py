@@ -238,3 +238,34 @@ async def test_create_makes_the_tables_once_and_says_so(
     # Once there, the target is simply a cairnq database (no second notice).
     assert await check_target(target, read_only=False, create=True) is None
     assert await check_target(target, read_only=True) is None
+
+
+async def test_a_failed_open_removes_only_a_file_that_holds_nothing(tmp_path: Path) -> None:
+    """What a store whose open failed may remove: never a database another process
+    made of the same new path meanwhile (tables, or WAL content not yet folded in)."""
+    import sqlite3
+
+    from engine._sqlite_file import holds_nothing
+
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    one_page = tmp_path / "page.db"
+    sqlite3.connect(one_page).execute("pragma journal_mode=wal").close()
+    foreign = tmp_path / "foreign.db"
+    with contextlib.closing(sqlite3.connect(foreign)) as conn:
+        conn.execute("create table t (x)")
+        conn.commit()
+    text = tmp_path / "text.db"
+    text.write_text("not a database " * 400)
+    live = tmp_path / "live.db"  # open: the schema sits in its WAL, the file is one page
+    store = SQLiteStore(live)
+    await store.connect()
+    try:
+        assert Path(f"{live}-wal").stat().st_size > 0
+        assert holds_nothing(str(live)) is False
+    finally:
+        await store.close()
+    assert holds_nothing(str(live)) is False  # closed: the tables are in the file
+    assert holds_nothing(str(empty)) and holds_nothing(str(one_page))
+    assert not holds_nothing(str(foreign)) and not holds_nothing(str(text))
+    assert not holds_nothing(str(tmp_path / "missing.db"))

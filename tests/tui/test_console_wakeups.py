@@ -49,6 +49,6 @@ async def test_a_signal_during_a_refresh_is_not_lost(demo_db: Path) -> None:
         await settle(pilot)
         ticks = app.ticks
         app.refresh_now(force=True)
-        assert app.refreshing
+        assert app._in_flight
         app.post_message(DatabaseWoke("queued"))  # arrives while that refresh is in flight
         await wait_for_tick(pilot, ticks + 1)  # a second refresh follows, not the hourly poll

@@ -79,11 +79,25 @@ async def test_cancel_one_and_a_selection(demo_db: Path, db: SQLiteStore) -> Non
         await on_row(pilot, tid(2))
         await pilot.press("space", "c")
         await pilot.pause()
-        await confirm(pilot, expect="running → cancel requested")
+        body = await confirm(pilot, expect="running → cancel requested")
+        assert "it stops when its handler checks ctx.canceled()" in body
         assert (await db.get(tid(1))).status == "canceled"  # type: ignore[union-attr]
         running = await db.get(tid(2))
         assert running is not None and running.status == "running" and running.cancel_requested
-        assert any("Canceled or cancel-requested 2" in n for n in notes(app))
+        # A running task only gets a request: the confirmation and the report say so.
+        said = next(n for n in reversed(notes(app)) if n.startswith("Canceled 1 task"))
+        assert "requested the cancel of 1 running task" in said
+        assert "ctx.canceled()" in said
+        # The selection does not outlive its action, and the report says it was cleared.
+        view = app.screen.query_one(TasksView)
+        assert "the selection was cleared" in said and view.selected == set()
+        assert "selected" not in str(view.query_one("#tasks-info", Static).render())
+        await on_row(pilot, tid(3))
+        await pilot.press("c")  # a second c acts on the highlighted row only
+        await pilot.pause()
+        body = str(app.screen.query_one(".dialog-body", Static).render())
+        assert tid(3) in body and tid(1) not in body and tid(2) not in body, body
+        await pilot.press("escape")
 
 
 async def test_cancel_everything_matching_the_filter(demo_db: Path, db: SQLiteStore) -> None:
@@ -274,3 +288,31 @@ async def test_read_only_disables_every_control(demo_db: Path, db: SQLiteStore) 
         with pytest.raises(StoreUnavailable):
             await app.client.cancel(tid(0))  # and the store itself cannot write
     assert (await db.get(tid(0))).status == "queued"  # type: ignore[union-attr]
+
+
+async def test_capital_c_in_leases_cancels_the_workers_tasks_and_help_agrees(
+    demo_db: Path, db: SQLiteStore
+) -> None:
+    from cairnq_tui import keymap
+    from cairnq_tui.widgets.leases_view import LeasesView
+
+    app = demo_app(demo_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("3")
+        await settle(pilot)
+        leases = app.screen.query_one(LeasesView)
+        leases.table.move_cursor(row=leases.table.row_keys().index("worker:worker_B"))
+        await pilot.press("C")
+        await pilot.pause()
+        body = await confirm(pilot, expect=f"{tid(3)}  build_report  running → cancel requested")
+        assert tid(4) in body and tid(2) not in body  # worker_B's two tasks, not worker_A's
+        assert (await db.get(tid(3))).cancel_requested  # type: ignore[union-attr]
+        assert not (await db.get(tid(2))).cancel_requested  # type: ignore[union-attr]
+    # ? lists C where it works (Tasks and Leases), and not in the task detail.
+    sections = dict(keymap.SECTIONS)
+    assert "C" in {b.key for b in sections["Leases view"]}
+    assert "C" in {b.key for b in sections["Tasks view"]}
+    assert "C" not in {b.key for b in sections["Task detail"]}
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert "| `C` | Tasks, Leases |" in readme and "| `c` | Tasks, Leases, detail |" in readme

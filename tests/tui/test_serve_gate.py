@@ -206,11 +206,11 @@ async def test_the_page_loads_nothing_from_another_host(tmp_path: Path) -> None:
             assert "default-src 'self'" in policy and "frame-ancestors 'none'" in policy
             loads = re.findall(r'(?:src|href)="([^"]*)"|url\("?([^")]*)"?\)', html)
             found = [a or b for a, b in loads]
-            assert "/static/js/textual.js" in found
+            assert "static/js/textual.js" in found
             assert any("RobotoMono" in f for f in found)  # the font, served here
-            for address in found:
-                assert address.startswith("/static/"), address
-                async with session.get(url.rstrip("/") + address) as answer:
+            for address in found:  # relative: the page's own server (or proxy prefix)
+                assert address.startswith("static/"), address
+                async with session.get(url.split("?")[0] + address) as answer:
                     assert answer.status == 200, address
             async with session.get(url.rstrip("/") + "/static/css/xterm.css") as css:
                 assert not re.search(r"url\(|@import", await css.text())
@@ -245,3 +245,24 @@ def test_a_public_url_names_the_host_a_proxy_sends() -> None:
     assert gate.refusal("console.example.org", "https://console.example.org") is None
     assert gate.refusal("console.example.org:80", None) is not None
     assert gate.admits("t" * 20) and not gate.admits(None) and not gate.admits("t" * 19)
+
+
+async def test_behind_a_proxy_the_page_points_its_socket_at_the_public_url() -> None:
+    """The page answers to the ``--public-url`` host and sends the socket there
+    (an in-process server: no console starts for a page)."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from cairnq_tui.web import WebConsole
+
+    public = "https://console.example.org/ops/"
+    gate = Gate.for_server("127.0.0.1", 8000, public_url=public, token="t" * 20)
+    web = WebConsole(
+        None, host="127.0.0.1", port=8000, gate=gate, url=public, title="t", public_url=public
+    )
+    async with TestClient(TestServer(web.make_app())) as http:
+        headers = {"Host": "console.example.org", "Origin": "https://console.example.org"}
+        page = await http.get("/?token=" + "t" * 20, headers=headers)
+        assert page.status == 200
+        assert 'data-session-websocket-url="wss://console.example.org/ops/ws/' in await page.text()
+        refused = await http.get("/?token=" + "t" * 20, headers={"Host": "evil.example"})
+        assert refused.status == 403

@@ -21,3 +21,9 @@ def test_view_snapshot(snap_compare: Any, demo_db: Path, view: str, keys: tuple[
 def test_read_only_snapshot(snap_compare: Any, demo_db: Path) -> None:
     app = demo_app(demo_db, read_only=True)
     assert snap_compare(app, terminal_size=SNAPSHOT_SIZE, run_before=press())
+
+
+def test_danger_confirmation_snapshot(snap_compare: Any, demo_db: Path) -> None:
+    """On a danger target the confirmation asks for the target's name (issue 20.9)."""
+    app = demo_app(demo_db, name="prod", danger=True)
+    assert snap_compare(app, terminal_size=SNAPSHOT_SIZE, run_before=press("c"))
