@@ -278,6 +278,9 @@ class SQLiteStore(TaskStore):
         # The writer's data_version as last read (at connect, then by commit
         # watches): a watch whose first look finds the writer busy starts there.
         self._last_version: int | None = None
+        # SQLite's last "database is locked": the cause of a StoreLocked for a
+        # caller that only ever found the connection in use here meanwhile.
+        self._last_busy: BaseException | None = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -502,7 +505,7 @@ class SQLiteStore(TaskStore):
     def _locked_error(self, cause: BaseException | None = None) -> StoreLocked:
         """``StoreLocked`` for a write whose busy budget ran out (``cause``: SQLite's error)."""
         error = locked(self._path, self._busy_timeout_ms)
-        error.__cause__ = cause
+        error.__cause__ = cause if cause is not None else self._last_busy
         return error
 
     @contextlib.contextmanager
@@ -580,13 +583,13 @@ class SQLiteStore(TaskStore):
                                     conn, self._then_release, fn, raw, *args
                                 )
                         except sync.Busy as busy:
-                            cause = busy.__cause__
+                            cause = self._last_busy = busy.__cause__
                     else:
                         try:
                             with self._faults():
                                 result = fn(raw, *args)
                         except sync.Busy as busy:
-                            cause = busy.__cause__
+                            cause = self._last_busy = busy.__cause__
                         else:
                             ran = True
                         finally:
@@ -1081,7 +1084,7 @@ class SQLiteStore(TaskStore):
                         with self._faults():
                             return begin()
                     except sync.Busy as busy:
-                        cause = busy.__cause__
+                        cause = self._last_busy = busy.__cause__
                         self._owner.release()
                     except BaseException:
                         self._owner.release()
