@@ -25,8 +25,14 @@ DEFAULT_COUNT_CAP = 10_000
 #: How many tasks a payload text search reads per page at most (and the window a
 #: sort by due or updated time orders).
 DEFAULT_PAYLOAD_SCAN = 50_000
-#: How many of the newest failures an error search and the failure groups read.
+#: How many of the newest failures the failure groups read.
 DEFAULT_ERROR_WINDOW = 100_000
+#: How many of the newest failures an error search reads at most. A search whose
+#: text few failures hold reads the whole window (every row's error is decoded,
+#: ~2.3 us of CPU each on SQLite, ~9 us on a loaded Postgres with no index of
+#: ours), so this bounds a page's cost;
+#: the page says how many it searched and a caller may ask for more.
+DEFAULT_SEARCH_WINDOW = 10_000
 
 
 @dataclass(frozen=True, slots=True)

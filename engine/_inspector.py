@@ -22,6 +22,7 @@ from engine._inspect_types import (
     DEFAULT_COUNT_CAP,
     DEFAULT_ERROR_WINDOW,
     DEFAULT_PAYLOAD_SCAN,
+    DEFAULT_SEARCH_WINDOW,
     CappedCount,
     ChildRef,
     KeyEntry,
@@ -38,7 +39,7 @@ from engine._inspect_types import (
     opt_int,
     summary_from_row,
 )
-from engine._metrics import DEFAULT_METRICS_CAP, Metrics
+from engine._metrics import DEFAULT_METRICS_CAP, DEFAULT_METRICS_SAMPLE, Metrics
 from engine._models import STATUSES
 from engine._rules import status as check_status
 from engine._triage_types import FailureGroup, FailureGroups, FailureSelection, WorkerLeases
@@ -53,8 +54,9 @@ class Inspector:
         count_cap: the default ceiling of counts (``CappedCount``).
         payload_scan: tasks read per page by a payload text search (and the window
             a sort by due or updated time orders).
-        error_window: the newest failures an error search and the failure groups
-            read at most.
+        error_window: the newest failures the failure groups read at most.
+        search_window: the newest failures an error search reads at most (its
+            pages say how many they searched).
         clock: epoch ms, used for "due" and "older than" (the console's clock).
     """
 
@@ -65,14 +67,16 @@ class Inspector:
         count_cap: int = DEFAULT_COUNT_CAP,
         payload_scan: int = DEFAULT_PAYLOAD_SCAN,
         error_window: int = DEFAULT_ERROR_WINDOW,
+        search_window: int = DEFAULT_SEARCH_WINDOW,
         clock: Callable[[], int] = now_ms,
     ) -> None:
-        if count_cap < 1 or payload_scan < 1 or error_window < 1:
-            raise ValueError("count_cap, payload_scan and error_window must be >= 1")
+        if count_cap < 1 or payload_scan < 1 or error_window < 1 or search_window < 1:
+            raise ValueError("count_cap, payload_scan, error_window and search_window must be >= 1")
         self.store = store
         self.count_cap = count_cap
         self.payload_scan = payload_scan
         self.error_window = error_window
+        self.search_window = search_window
         #: (valid until, monotonic s; floor_ms; failures held) of the error window.
         self.window_edge: tuple[float, int, int] | None = None
         self.clock = clock
@@ -136,7 +140,7 @@ class Inspector:
         In ``flt.sort`` order (creation by default, i.e. id order; due, updated or
         completed time), newest first unless ``flt.descending`` is False; in key
         order for a key search; newest failure first for an error search (a
-        window of the newest ``error_window`` failures, said in ``window_note``).
+        window of the newest ``search_window`` failures, said in ``window_note``).
         Rows of failed and retrying tasks carry their error's type and first line.
         ``before`` pages forward (the next page in that order), ``after`` back;
         neither gives the first page. A page asked with ``after`` that comes back
@@ -421,15 +425,27 @@ class Inspector:
         )
 
     async def metrics(
-        self, *, window_ms: int = 3_600_000, buckets: int = 60, cap: int = DEFAULT_METRICS_CAP
+        self,
+        *,
+        window_ms: int = 3_600_000,
+        buckets: int = 60,
+        cap: int = DEFAULT_METRICS_CAP,
+        sample: int = DEFAULT_METRICS_SAMPLE,
     ) -> Metrics:
         """Per queue and name over the last ``window_ms``: finished tasks per bucket
         (whole minutes) by status, and due-to-done latency p50 / p95 / p99.
 
+        Exact when the window holds at most ``sample`` completions; above that,
+        estimated from a sample of about ``sample`` rows spread over the window,
+        each bucket scaled to its exact per-status total (``Metrics.estimated``,
+        ``Metrics.note``).
+
         Raises:
-            ValueError: a window under a minute, or a bad bucket count or cap.
+            ValueError: a window under a minute, or a bad bucket count, cap or sample.
         """
-        return await _metrics.metrics(self, window_ms=window_ms, buckets=buckets, cap=cap)
+        return await _metrics.metrics(
+            self, window_ms=window_ms, buckets=buckets, cap=cap, sample=sample
+        )
 
     async def workers(self, *, limit: int = 10_000) -> list[WorkerLeases]:
         """Every worker id holding a lease now (from the running rows, at most

@@ -1,11 +1,23 @@
 """History from the retained rows: throughput and due-to-done latency over a window.
 
-Two reads, each a walk of the completion index from the newest completion back
-to the window's start, at most ``cap`` rows (``DEFAULT_METRICS_CAP``): one counts
-finished tasks per queue, name, status and time bucket, the other builds a
-latency histogram (``completed_at_ms - run_at_ms``) to two significant digits per
-queue and name, from which p50 / p95 / p99 are read. The cost follows the
-completions in the window, never the table size, and the cap bounds it.
+First the exact finished tasks per status and time bucket, from the (status,
+completed_at_ms) index alone (no table row is read). When the window holds at
+most ``sample`` completions (``DEFAULT_METRICS_SAMPLE``), or ``cap`` is smaller,
+two reads walk the completion index from the newest completion back to the
+window's start, at most ``cap`` rows: one counts finished tasks per queue, name,
+status and bucket, the other builds a latency histogram (``completed_at_ms -
+run_at_ms``) to two significant digits per queue and name, from which p50 / p95 /
+p99 are read. Exact.
+
+When the window holds more, reading every row (a table row per completion, a few
+microseconds each with no index of ours) is what made a 24 h read of a busy
+database cost seconds, so the same two reads look at a sample instead: the rows
+completed inside short time slices spread over the window (ten per bucket, each
+at a pseudo-random offset, their length the fraction ``sample / completions`` of
+the stride), each slice a range of a completion index. The per-name counts of
+each (status, bucket) are scaled to that bucket's exact total, and the
+percentiles come from the sampled rows; ``Metrics.estimated`` says so and
+``completions_read`` / ``completions`` say from how many of how many rows.
 """
 
 from __future__ import annotations
@@ -21,6 +33,11 @@ if TYPE_CHECKING:
 
 #: Completions a metrics read looks at, at most (newest first).
 DEFAULT_METRICS_CAP = 2_000_000
+#: Above this many completions in the window, metrics are estimated from a sample
+#: of about this many rows (the exact per-status totals are still read).
+DEFAULT_METRICS_SAMPLE = 20_000
+#: Sample slices per bucket.
+_SLICES_PER_BUCKET = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +111,12 @@ class Metrics:
 
     Bucket ``i`` of every series covers ``bucket_start_ms + i * bucket_ms``.
     ``completions_read`` tasks were read; ``capped`` says the window held more
-    than ``cap`` and only the newest ``cap`` were counted.
+    than ``cap`` and only the newest ``cap`` were counted. ``completions`` is the
+    exact number of finished tasks in the window (None when not counted).
+    ``estimated``: the window held more than the sample size, so the series were
+    read from a sample of ``completions_read`` rows: each bucket's counts are
+    scaled to its exact per-status total, and the latencies are the sample's
+    (``Latency.count`` says how many rows they come from).
     """
 
     since_ms: int
@@ -104,10 +126,24 @@ class Metrics:
     series: tuple[MetricSeries, ...]
     completions_read: int
     cap: int
+    completions: int | None = None
+    estimated: bool = False
 
     @property
     def capped(self) -> bool:
-        return self.completions_read >= self.cap
+        return not self.estimated and self.completions_read >= self.cap
+
+    @property
+    def note(self) -> str:
+        """What the figures come from, for a caption ("" when exact and whole)."""
+        if self.estimated:
+            return (
+                f"estimated from a sample of {self.completions_read:,} of "
+                f"{self.completions or 0:,} completions"
+            )
+        if self.capped:
+            return f"the newest {self.completions_read:,} completions"
+        return ""
 
     def by_queue(self) -> tuple[MetricSeries, ...]:
         """The series summed over names, one per queue (``name`` is ``"*"``)."""
@@ -137,27 +173,58 @@ async def metrics(
     window_ms: int,
     buckets: int = 60,
     cap: int = DEFAULT_METRICS_CAP,
+    sample: int = DEFAULT_METRICS_SAMPLE,
 ) -> Metrics:
     """See ``Inspector.metrics``."""
-    for what, value, low in (("window_ms", window_ms, 60_000), ("buckets", buckets, 1)):
+    for what, value, low in (
+        ("window_ms", window_ms, 60_000),
+        ("buckets", buckets, 1),
+        ("cap", cap, 1),
+        ("sample", sample, 1),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{what} must be an integer >= {low}, got {value!r}")
-    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-        raise ValueError(f"cap must be a positive integer, got {cap!r}")
     now = inspector.clock()
     since = now - window_ms
     bucket_ms = max(60_000, math.ceil(window_ms / buckets / 60_000) * 60_000)
-    params = {"since_ms": since, "cap": cap, "bucket_ms": bucket_ms}
-    # Two reads of the same window, side by side (Postgres runs them on two
-    # connections; SQLite's single reader takes them in turn).
-    counts, latencies = await asyncio.gather(
-        inspector._read("inspect_metrics_throughput", params),
-        inspector._read("inspect_metrics_latency", {"since_ms": since, "cap": cap}),
-    )
     first = since // bucket_ms
     width = now // bucket_ms - first + 1
+    totals: dict[tuple[str, int], int] = {}
+    for r in await inspector._read(
+        "inspect_metrics_totals", {"since_ms": since, "bucket_ms": bucket_ms}
+    ):
+        totals[(str(r["status"]), int(r["bucket"]) - first)] = int(r["n"])
+    completions = sum(totals.values())
+    estimated = completions > sample and cap > sample
+    if estimated:
+        stride = bucket_ms // _SLICES_PER_BUCKET
+        slice_ms = max(1, min(stride, math.ceil(stride * sample / completions)))
+        start = first * bucket_ms
+        sliced = {
+            "since_ms": since,
+            "start_ms": start,
+            "stride_ms": stride,
+            "slice_ms": slice_ms,
+            "jitter_ms": stride - slice_ms + 1,
+            "slices": (now - start) // stride + 1,
+        }
+        counts, latencies = await asyncio.gather(
+            inspector._read(
+                "inspect_metrics_sample_throughput", {**sliced, "bucket_ms": bucket_ms}
+            ),
+            inspector._read("inspect_metrics_sample_latency", sliced),
+        )
+    else:
+        # Two reads of the same window, side by side (Postgres runs them on two
+        # connections; SQLite's single reader takes them in turn).
+        params = {"since_ms": since, "cap": cap, "bucket_ms": bucket_ms}
+        counts, latencies = await asyncio.gather(
+            inspector._read("inspect_metrics_throughput", params),
+            inspector._read("inspect_metrics_latency", {"since_ms": since, "cap": cap}),
+        )
     per: dict[tuple[str, str], dict[str, list[int]]] = {}
     read = 0
+    sampled: dict[tuple[str, int], int] = {}
     for r in counts:
         key = (str(r["queue"]), str(r["name"]))
         series = per.setdefault(key, {s: [0] * width for s in ("succeeded", "failed", "canceled")})
@@ -166,6 +233,9 @@ async def metrics(
         read += n
         if r["status"] in series and 0 <= index < width:
             series[str(r["status"])][index] += n
+            sampled[(str(r["status"]), index)] = sampled.get((str(r["status"]), index), 0) + n
+    if estimated:
+        _scale(per, totals, sampled)
     hist: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for r in latencies:
         key = (str(r["queue"]), str(r["name"]))
@@ -189,4 +259,28 @@ async def metrics(
         series=out,
         completions_read=read,
         cap=cap,
+        completions=completions,
+        estimated=estimated,
     )
+
+
+def _scale(
+    per: dict[tuple[str, str], dict[str, list[int]]],
+    totals: dict[tuple[str, int], int],
+    sampled: dict[tuple[str, int], int],
+) -> None:
+    """Scale each (status, bucket)'s sampled per-name counts to the exact total,
+    rounding so that they still sum to it (largest remainders first)."""
+    for (status, index), got in sampled.items():
+        exact = totals.get((status, index), 0)
+        shares = [
+            (series[status][index] * exact / got, key)
+            for key, series in per.items()
+            if series[status][index]
+        ]
+        floors = {key: int(share) for share, key in shares}
+        left = exact - sum(floors.values())
+        for _, key in sorted(shares, key=lambda sk: sk[0] - int(sk[0]), reverse=True)[:left]:
+            floors[key] += 1
+        for key, value in floors.items():
+            per[key][status][index] = value

@@ -2,8 +2,9 @@
 
 Every read goes through the (status, completed_at_ms) index of the protocol's
 schema: failed tasks are walked newest completion first, and never more than a
-window of the newest N failures (``DEFAULT_ERROR_WINDOW``, 100,000) is read, so
-the cost follows N, not the table. Queued tasks retrying after an error are read
+window of the newest N failures is read (``DEFAULT_SEARCH_WINDOW``, 10,000, for
+an error search; ``DEFAULT_ERROR_WINDOW``, 100,000, for the groups), so the cost
+follows N, not the table. Queued tasks retrying after an error are read
 from the same index (status ``queued``), at most ``payload_scan`` of them.
 
 The engine adds no index of its own for this (docs/engine.md, "Failure triage"):
@@ -92,13 +93,13 @@ WINDOW_EDGE_TTL_S = 10.0
 
 async def error_window(inspector: Inspector) -> tuple[int, int]:
     """``(floor_ms, failures)``: where the window of the newest failures starts and
-    how many it holds (at most ``inspector.error_window``). One index read when the
+    how many it holds (at most ``inspector.search_window``). One index read when the
     window is full (the floor), a capped count when it is not; reused for
     ``WINDOW_EDGE_TTL_S`` seconds."""
     cached = inspector.window_edge
     if cached is not None and cached[0] > time.monotonic():
         return cached[1], cached[2]
-    window = inspector.error_window
+    window = inspector.search_window
     rows = await inspector._read("inspect_failures_floor", {"skip": window - 1})
     if rows and rows[0]["completed_at_ms"] is not None:
         edge = int(rows[0]["completed_at_ms"]), window
@@ -118,8 +119,8 @@ def _raw_text(text: str) -> str | None:
 
 
 def _window_note(inspector: Inspector, held: int) -> str:
-    if held >= inspector.error_window:
-        return f"searched the newest {inspector.error_window:,} failures"
+    if held >= inspector.search_window:
+        return f"searched the newest {inspector.search_window:,} failures"
     return f"searched all {held:,} failures"
 
 
@@ -177,7 +178,7 @@ async def error_page(
         has_previous=(before is not None) if forward else True,
         has_next=more if forward else True,
         total=None,
-        scan_limit=inspector.error_window,
+        scan_limit=inspector.search_window,
         window_note=note,
     )
 

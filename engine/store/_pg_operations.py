@@ -41,6 +41,11 @@ _COMMIT = "commit"
 _ROLLBACK = "rollback"
 
 
+#: Reads estimated far above what they read (the metrics sample's ranges): JIT
+#: would spend ~1 s compiling a 0.1 s read.
+WITHOUT_JIT = frozenset({"inspect_metrics_sample_throughput", "inspect_metrics_sample_latency"})
+
+
 def _sql(name: str, active: frozenset[str] | None = None) -> str:
     text = statement("postgres", name)
     if active is not None:
@@ -149,10 +154,19 @@ class PostgresOperations(TaskStore):
         return await self._ref("get_status_by_key", {"key": key})
 
     async def _fetch_all(
-        self, name: str, params: Mapping[str, Any], *, active: frozenset[str] | None = None
+        self,
+        name: str,
+        params: Mapping[str, Any],
+        *,
+        active: frozenset[str] | None = None,
+        jit: bool = True,
     ) -> builtins.list[dict[str, Any]]:
         async def work(conn: Conn) -> builtins.list[dict[str, Any]]:
-            return await (await conn.execute(_sql(name, active), params)).fetchall()
+            if jit:
+                return await (await conn.execute(_sql(name, active), params)).fetchall()
+            async with conn.transaction():
+                await conn.execute("set local jit = off")
+                return await (await conn.execute(_sql(name, active), params)).fetchall()
 
         return await self._run(work, write=False, retry=True)
 

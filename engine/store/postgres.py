@@ -50,7 +50,7 @@ from engine.store._base import (
 from engine.store._faults import postgres_fault
 from engine.store._pg_group import WriteGroup
 from engine.store._pg_listener import Listener
-from engine.store._pg_operations import PostgresOperations
+from engine.store._pg_operations import WITHOUT_JIT, PostgresOperations
 from engine.store._pg_pool import most_recent_first, terminated
 
 T = TypeVar("T")
@@ -574,4 +574,4 @@ class PostgresStore(PostgresOperations):
         """
         self._read_statement_text(name)
         active = frozenset(k for k, v in params.items() if v is not None)
-        return await self._fetch_all(name, params, active=active)
+        return await self._fetch_all(name, params, active=active, jit=name not in WITHOUT_JIT)

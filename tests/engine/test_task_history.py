@@ -185,6 +185,7 @@ async def test_metrics_count_and_time_what_a_cairnq_worker_finished(shared: Shar
 
     m = await shared.inspector.metrics(window_ms=HOUR)
     assert m.bucket_ms == 60_000 and not m.capped
+    assert not m.estimated and m.completions == 12 and m.note == ""
     assert {(s.queue, s.name) for s in m.series} == {("bill", "send"), ("mail", "send")}
     for s in m.series:
         rows = shared.sql(
@@ -206,8 +207,54 @@ async def test_metrics_count_and_time_what_a_cairnq_worker_finished(shared: Shar
     assert wide.completions_read == 13
     capped = await shared.inspector.metrics(window_ms=3 * HOUR, cap=5)
     assert capped.completions_read == 5 and capped.capped
+    assert capped.note == "the newest 5 completions" and not capped.estimated
     with pytest.raises(ValueError, match="window_ms"):
         await shared.inspector.metrics(window_ms=1_000)
+
+
+async def test_metrics_above_the_sample_size_are_estimated_from_time_slices(
+    shared: Shared,
+) -> None:
+    """A window holding more completions than ``sample`` is read in slices: only
+    the rows inside them are counted, each (status, bucket) is scaled to its exact
+    total, and the result says it is estimated and from how many rows."""
+    ids = [await shared.succeed(f"n{i % 2}", queue="q") for i in range(24)]
+    ids += [await shared.fail("n0", "E", f"boom {i}", queue="q") for i in range(6)]
+    now = max(int(r[0]) for r in shared.sql("select completed_at_ms from cairnq_tasks"))
+    for k, task_id in enumerate(ids):  # one completion every 7.9 s, due 1 s before
+        at = now - k * 7_919
+        shared.sql(
+            "update cairnq_tasks set completed_at_ms = ?, run_at_ms = ? where id = ?",
+            (at, at - 1_000 - k, task_id),
+        )
+    inspector = Inspector(shared.store, clock=lambda: now)
+    m = await inspector.metrics(window_ms=HOUR, sample=10)
+    # The slices as documented: ten per one-minute bucket, 2,000 ms of each 6 s
+    # stride (sample / completions of it), at a pseudo-random offset.
+    stride, slice_ms = 6_000, 2_000
+    start = (now - HOUR) // 60_000 * 60_000
+    bounds = [
+        (start + i * stride + (i * 2654435761) % (stride - slice_ms + 1),)
+        for i in range((now - start) // stride + 1)
+    ]
+    times = {now - k * 7_919: ("succeeded" if k < 24 else "failed") for k in range(30)}
+    inside = {t: st for t, st in times.items() if any(lo <= t < lo + slice_ms for (lo,) in bounds)}
+    assert 0 < len(inside) < 30  # a real sample
+    assert m.estimated and not m.capped
+    assert m.completions == 30 and m.completions_read == len(inside)
+    assert m.note == f"estimated from a sample of {len(inside)} of 30 completions"
+    [q] = m.by_queue()
+    assert q.latency.count == len(inside)
+    # Each bucket the sample reached holds its exact total, per status.
+    for status in ("succeeded", "failed"):
+        got = getattr(q, status)
+        for index, n in enumerate(got):
+            lo = m.bucket_start_ms + index * m.bucket_ms
+            exact = sum(1 for t, st in times.items() if st == status and lo <= t < lo + m.bucket_ms)
+            reached = any(st == status and lo <= t < lo + m.bucket_ms for t, st in inside.items())
+            assert n == (exact if reached else 0), (status, index)
+    with pytest.raises(ValueError, match="sample"):
+        await inspector.metrics(window_ms=HOUR, sample=0)
 
 
 # -- workers ----------------------------------------------------------------------------

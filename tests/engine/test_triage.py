@@ -192,7 +192,7 @@ async def test_error_search_reads_only_the_newest_failures_and_says_so(shared: S
     old = await shared.fail("job", "E", "needle in an old failure")
     shared.age(old, DAY)
     newer = [await shared.fail("job", "E", f"needle {i}") for i in range(3)]
-    narrow = Inspector(shared.store, error_window=3)
+    narrow = Inspector(shared.store, search_window=3)
     flt = TaskFilter(search="needle", search_kind="error")
     page = await narrow.tasks_page(flt, limit=50)
     assert page.window_note == "searched the newest 3 failures"
@@ -200,6 +200,9 @@ async def test_error_search_reads_only_the_newest_failures_and_says_so(shared: S
     wide = await shared.inspector.tasks_page(flt, limit=50)
     assert {r.id for r in wide.rows} == {*newer, old}
     assert wide.window_note == "searched all 4 failures"
+    # The failure groups' window does not narrow a search (its own is search_window).
+    groups_only = Inspector(shared.store, error_window=3)
+    assert (await groups_only.tasks_page(flt, limit=50)).window_note == "searched all 4 failures"
 
 
 # -- failure groups ---------------------------------------------------------------------

@@ -47,6 +47,9 @@ SHAPES: list[tuple[str, frozenset[str], set[str], bool]] = [
     ("inspect_failure_group_members", frozenset({"name"}), STATUS_COMPLETED, True),
     ("inspect_metrics_throughput", frozenset(), COMPLETION, True),
     ("inspect_metrics_latency", frozenset(), COMPLETION, True),
+    ("inspect_metrics_totals", frozenset(), STATUS_COMPLETED, True),
+    ("inspect_metrics_sample_throughput", frozenset(), COMPLETION, True),
+    ("inspect_metrics_sample_latency", frozenset(), COMPLETION, True),
     ("inspect_errors_retrying", frozenset(), STATUS_COMPLETED | {"cairnq_tasks_claim_idx"}, True),
     *[
         (f"inspect_errors_failed_{way}", active, STATUS_COMPLETED, False)
