@@ -4,9 +4,9 @@ The console's dialogs (``controls.py``) and the ``cairnq-tui`` subcommands
 (``cairnq_tui/ops``) both count with the engine's ``Inspector`` and write through
 the engine's client, with the same caps and rules: a bulk cancel or retry touches
 at most ``BULK_CAP`` tasks, a purge deletes terminal tasks completed before a
-cutoff (or the listed ids that are terminal), in batches of ``PURGE_BATCH``. A submit is the engine's ``submit_outcome``
-(the console calls it directly; ``submit`` here turns a reject into an outcome
-for the command line). Nothing here imports Textual.
+cutoff (or the listed ids that are terminal), in batches of ``PURGE_BATCH``. A
+submit is the engine's ``submit_outcome`` (the console calls it directly;
+``submit`` here turns a reject into an outcome for the command line). Nothing here imports Textual.
 """
 
 from __future__ import annotations

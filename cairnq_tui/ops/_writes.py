@@ -259,8 +259,8 @@ def add_purge_parser(commands: Any, example: str) -> None:
 
 async def run_purge(args: argparse.Namespace) -> int:
     if args.ids:
-        filters = (args.older_than, args.status, args.queue, args.name)
-        if any(f is not None for f in filters):
+        cutoff = (args.older_than, args.status, args.queue, args.name)
+        if any(option is not None for option in cutoff):
             raise BadInput(
                 "give task ids or a cutoff (--older-than, --status, --queue, --name), not both"
             )
