@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,8 @@ GC_YOUNG_THRESHOLD = 10_000
 #: A refresh still running after this long means the database is not answering:
 #: the status bar says so and the rows on screen are dimmed as stale.
 SLOW_REFRESH_S = 1.0
+#: What is dimmed while the rows on screen are stale.
+STALE_DIMS = "KeyedTable, #detail, #tasks-info"
 #: How often the console looks at the running refresh's age.
 WATCH_EVERY_S = 0.25
 
@@ -187,6 +189,41 @@ class ConsoleApp(App[None]):
             self.notify(self.settings.notice, title="New database", markup=False)
         self.refresh_now()
 
+    # -- what completes: names and queues seen since connect -----------------------------
+
+    def learn(self, names: Iterable[str] = (), queues: Iterable[str] = ()) -> bool:
+        """Add task names and queues seen since connect to what completes and filters.
+
+        Sources: the rows of every Tasks page drawn, and ``read_completions``
+        (the database's names and queues, and those the hosted workers handle).
+        True when anything was new.
+        """
+        new_names = set(names).difference(self.names)
+        new_queues = set(queues).difference(self.known_queues)
+        if not new_names and not new_queues:
+            return False
+        if new_names:
+            self.names = sorted({*self.names, *new_names})
+        if new_queues:
+            self.known_queues = sorted({*self.known_queues, *new_queues})
+        for screen in self.screen_stack:
+            if isinstance(screen, MainScreen):
+                screen.offer_choices(self.known_queues, self.names)
+        return True
+
+    async def read_completions(self) -> tuple[list[str], list[str]]:
+        """Read the names and queues the database holds and the hosted workers handle
+        (learnt as ``learn`` does); every name and queue known now."""
+        names = await self.inspector.names()
+        queues = await self.inspector.queues()
+        if self.host:
+            for status in await self.host.statuses():
+                names.extend(status.handles)
+                if status.snapshot is not None:
+                    queues.extend(status.snapshot.queues)
+        self.learn(names, queues)
+        return list(self.names), list(self.known_queues)
+
     async def retarget(self, store: TaskStore, settings: Settings) -> None:
         """Point the running console at another database (``:``), then connect."""
         self.workers.cancel_group(self, "connect")  # the views' workers end with the views
@@ -261,7 +298,9 @@ class ConsoleApp(App[None]):
             self._timer = None
         if not self.connected or not self.screen_stack:  # not yet, or shutting down
             return
-        if self.paused or self.dialog_open:
+        # Paused, only what the operator asks for refreshes (ctrl+r, a filter, a view
+        # switch): once, without resuming. A dialog holds every refresh back.
+        if (self.paused and not force) or self.dialog_open:
             self._show_state()
             self._arm(self.settings.refresh_s)
             return
@@ -349,8 +388,12 @@ class ConsoleApp(App[None]):
         if stale == (self._stale_since is not None):
             return
         self._stale_since = time.monotonic() if stale else None
+        # On the dimmed widgets, not on the screens: a class on a screen restyles
+        # every widget in it, and a database slow enough to make the rows stale
+        # made the console slower still.
         for screen in self.screen_stack:
-            screen.set_class(stale, "-stale")
+            for widget in screen.query(STALE_DIMS):
+                widget.set_class(stale, "-stale")
 
     def _arm(self, delay: float) -> None:
         if self._timer is not None:
@@ -488,8 +531,15 @@ class ConsoleApp(App[None]):
             self.exit()
 
     def action_help(self) -> None:
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(read_only=self.read_only))
+        if isinstance(self.screen, HelpScreen):
+            return
+        # Built once per session (and read-only state): the keymap does not change,
+        # and composing and laying out every section again cost more than the
+        # rest of opening it.
+        name = f"help-{'read-only' if self.read_only else 'read-write'}"
+        if not self.is_screen_installed(name):
+            self.install_screen(HelpScreen(read_only=self.read_only), name)
+        self.push_screen(name)
 
     def action_show_view(self, name: str) -> None:
         while not isinstance(self.screen, MainScreen) and len(self.screen_stack) > 1:

@@ -23,7 +23,7 @@ APP: list[BindingType] = [
     Binding("8", "show_view('calls')", "Calls", show=False),
     Binding("9", "show_view('errors')", "Errors", show=False),
     Binding("p", "toggle_pause", "Pause"),
-    Binding("ctrl+r", "refresh_now", "Refresh", show=False),
+    Binding("ctrl+r", "refresh_now", "Refresh now (once, also while paused)", show=False),
     Binding("n", "submit", "Submit"),
     Binding("P", "purge", "Purge", key_display="P"),
     Binding("colon", "switch_target", "Switch target", key_display=":", show=False),
@@ -46,6 +46,12 @@ TASKS: list[BindingType] = [
     Binding("x", "clear_filters", "Clear filters", show=False),
     Binding("o", "choose_columns", "Columns", show=False),
     Binding("escape", "clear", "Clear", show=False),
+]
+
+#: Every table of the console (the tasks, queues, leases, keys and hosted views).
+TABLE: list[BindingType] = [
+    Binding("home,g", "first_row", "First row", key_display="home/g", show=False),
+    Binding("end,G", "last_row", "Last row", key_display="end/G", show=False),
 ]
 
 QUEUES: list[BindingType] = [
@@ -77,15 +83,15 @@ DETAIL: list[BindingType] = [
 ]
 
 CONFIRM: list[BindingType] = [
-    Binding("escape", "dismiss_none", "Back"),
     Binding("y", "confirm", "Confirm"),
+    Binding("escape", "dismiss_none", "Back"),
 ]
 
 DIALOG: list[BindingType] = [Binding("escape", "dismiss_none", "Back")]
 
 SUBMIT: list[BindingType] = [
-    Binding("escape", "dismiss_none", "Back"),
     Binding("ctrl+s", "submit", "Submit"),
+    Binding("escape", "dismiss_none", "Back"),
 ]
 
 HELP: list[BindingType] = [Binding("escape,question_mark,q", "dismiss", "Close")]
@@ -121,6 +127,10 @@ SECTIONS: list[tuple[str, list[Binding]]] = [
     ("Hosted worker views (Waits, Quotas, Resources, Calls, Errors)", _bindings(HOSTED)),
     ("Errors view", _bindings(ERRORS)),
     ("Task detail", _bindings(DETAIL)),
+    ("Every table", _bindings(TABLE)),
+    ("Confirmations", _bindings(CONFIRM)),
+    ("Submit and replace forms (tab completes the name and the queue)", _bindings(SUBMIT)),
+    ("Other dialogs (columns, key, purge, targets, traceback)", _bindings(DIALOG)),
 ]
 
 #: Actions that write to the database: disabled (and shown dimmed) in read-only mode.

@@ -10,7 +10,7 @@ not a widget, get the few of those they use from here too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from textual.await_complete import AwaitComplete
@@ -65,6 +65,14 @@ class Console(Protocol):
     #: The Tasks view's columns as the operator chose them (None: all, in order).
     task_columns: list[str] | None
     controls: Controls
+
+    def learn(self, names: Iterable[str] = (), queues: Iterable[str] = ()) -> bool:
+        """Add task names and queues seen since connect to what completes and filters."""
+        ...
+
+    async def read_completions(self) -> tuple[list[str], list[str]]:
+        """Every name and queue known now (the database's and the hosted workers')."""
+        ...
 
     # -- the refresh loop and navigation ------------------------------------------------------
     def refresh_now(self, *, force: bool = False) -> None:

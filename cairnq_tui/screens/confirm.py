@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Label, Static
 
 from cairnq_tui import keymap
+from cairnq_tui.widgets.key_footer import KeyFooter
 
 
 class ConfirmScreen(ModalScreen[dict[str, Any] | None]):
@@ -34,6 +35,7 @@ class ConfirmScreen(ModalScreen[dict[str, Any] | None]):
         self.reset_option = reset_option
 
     def compose(self) -> ComposeResult:
+        yield KeyFooter()  # the keys of this dialog, not of the screen under it
         with Vertical(classes="dialog"):
             yield Label(Text(self.title_text, style="bold"), classes="dialog-title")
             yield Static(Text("\n".join(self.lines)), classes="dialog-body")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from rich.cells import cell_len
-from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -13,6 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from cairnq_tui import keymap
+from cairnq_tui.widgets.key_footer import KeyFooter
 
 
 def _key_label(binding: Binding) -> str:
@@ -39,23 +38,31 @@ class HelpScreen(ModalScreen[None]):
             cell_len(_key_label(b)) for _, bindings in keymap.SECTIONS for b in bindings
         )
         key_width = max(key_width, cell_len("ctrl+p"))
-        parts: list[RenderableType] = []
+        # One Text, not a table per section: the screen draws (and lays out) it
+        # each time it is shown, and a dozen tables cost more than the rest of it.
+        text = Text(end="")
         for title, bindings in [*keymap.SECTIONS, ("Anywhere", [])]:
-            parts.append(Text(title, style="bold underline"))
-            table = Table.grid(padding=(0, 2))
-            table.add_column(style="bold cyan", no_wrap=True, width=key_width)
-            table.add_column(ratio=1)
-            for binding in bindings:
-                action = binding.action.split("(")[0]
-                text = Text(binding.description)
-                if self.read_only and action in keymap.CONTROL_ACTIONS:
-                    text = Text.assemble(
-                        (binding.description, "dim strike"), (" (disabled: read-only)", "dim")
-                    )
-                table.add_row(_key_label(binding), text)
-            if not bindings:
-                table.add_row("ctrl+p", "Command palette: every action and view")
-            parts += [table, Text("")]
+            text.append(title, style="bold underline")
+            text.append("\n")
+            rows = [(_key_label(b), self._description(b)) for b in bindings] or [
+                ("ctrl+p", Text("Command palette: every action and view"))
+            ]
+            for key, description in rows:
+                text.append(key.ljust(key_width), style="bold cyan")
+                text.append("  ")
+                text.append_text(description)
+                text.append("\n")
+            text.append("\n")
+        text.rstrip()
+        yield KeyFooter()  # the keys of this dialog, not of the screen under it
         with VerticalScroll(classes="dialog help"):
             yield Static(Text("Keys", style="bold"), classes="dialog-title")
-            yield Static(Group(*parts))
+            yield Static(text)
+
+    def _description(self, binding: Binding) -> Text:
+        action = binding.action.split("(")[0]
+        if self.read_only and action in keymap.CONTROL_ACTIONS:
+            return Text.assemble(
+                (binding.description, "dim strike"), (" (disabled: read-only)", "dim")
+            )
+        return Text(binding.description)

@@ -106,8 +106,12 @@ class MainScreen(ConsoleNode, Screen[None]):
 
     def store_connected(self, message: StoreConnected) -> None:
         """Offer the database's queues and names in the filters."""
+        self.offer_choices(message.queues, message.names)
+
+    def offer_choices(self, queues: list[str], names: list[str]) -> None:
+        """Offer these queues and names in the Tasks view's filters."""
         for view in self.query(TasksView):  # none while the screen is composed or torn down
-            view.set_choices(message.queues, message.names)
+            view.set_choices(queues, names)
 
     def open_queue(self, queue: str) -> None:
         """Show the Tasks view filtered to ``queue``."""

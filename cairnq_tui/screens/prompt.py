@@ -9,6 +9,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
 from cairnq_tui import keymap
+from cairnq_tui.widgets.key_footer import KeyFooter
 
 
 class PromptScreen(ModalScreen[str | None]):
@@ -23,6 +24,7 @@ class PromptScreen(ModalScreen[str | None]):
         self.value = value
 
     def compose(self) -> ComposeResult:
+        yield KeyFooter()  # the keys of this dialog, not of the screen under it
         with Vertical(classes="dialog"):
             yield Label(Text(self.title_text, style="bold"), classes="dialog-title")
             yield Input(self.value, placeholder=self.placeholder, id="prompt")

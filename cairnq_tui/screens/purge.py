@@ -16,6 +16,7 @@ from cairnq_tui import keymap
 from cairnq_tui.actions import TERMINAL
 from cairnq_tui.formatting import parse_duration_ms, quoted
 from cairnq_tui.widgets.field import Field
+from cairnq_tui.widgets.key_footer import KeyFooter
 from cairnq_tui.widgets.view_bases import ConsoleNode
 from engine.inspection import CappedCount, Inspector
 
@@ -51,6 +52,7 @@ class PurgeScreen(ConsoleNode, ModalScreen[PurgeRequest | None]):
         self._request: PurgeRequest | None = None
 
     def compose(self) -> ComposeResult:
+        yield KeyFooter()  # the keys of this dialog, not of the screen under it
         with Vertical(classes="dialog"):
             yield Label(Text("Purge terminal tasks", style="bold"), classes="dialog-title")
             with Horizontal(classes="row"):

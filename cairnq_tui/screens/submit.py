@@ -2,7 +2,10 @@
 
 The payload editor is validated as you type: invalid JSON or a NaN/Infinity
 literal shows an inline error and the dialog cannot be confirmed, so nothing is
-written. The name completes from the names already in the database.
+written. A new task's payload editor starts empty, which means ``{}`` (its
+placeholder says so): typing a payload replaces nothing. The name and queue
+complete from what the console knows when the form opens, then from a fresh
+read of the database's names and queues and those the hosted workers handle.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual import events
+from textual import events, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
@@ -21,7 +24,9 @@ from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
 from cairnq_tui import keymap
 from cairnq_tui.formatting import parse_duration_ms, quoted
+from cairnq_tui.ports import console_of
 from cairnq_tui.widgets.field import Field
+from cairnq_tui.widgets.key_footer import KeyFooter
 from engine import CONFLICTS
 
 
@@ -89,9 +94,11 @@ class SubmitScreen(ModalScreen[SubmitRequest | None]):
         prefill: SubmitRequest | None = None,
     ) -> None:
         super().__init__()
-        self.names = names
-        self.queues = queues
+        self.names = list(names)
+        self.queues = list(queues)
         self.prefill = prefill or SubmitRequest(name="", payload={})
+        #: True once the fresh read of names and queues is in the fields.
+        self.completions_read = False
 
     def compose(self) -> ComposeResult:
         p = self.prefill
@@ -107,8 +114,10 @@ class SubmitScreen(ModalScreen[SubmitRequest | None]):
                     suggester=SuggestFromList(self.names, case_sensitive=True),
                 ),
             )
-            yield Label("Payload (JSON)")
-            yield TextArea(json.dumps(p.payload, indent=2, ensure_ascii=False), id="payload")
+            yield Label("Payload (JSON; empty means {})")
+            # A new task's editor starts empty, not "{}": typing there gave `{...}{}`.
+            text = "" if p.payload == {} else json.dumps(p.payload, indent=2, ensure_ascii=False)
+            yield TextArea(text, id="payload", placeholder="{}")
             yield Static("", id="payload-error", classes="error")
             with Horizontal(classes="row"):
                 yield Field(
@@ -152,26 +161,47 @@ class SubmitScreen(ModalScreen[SubmitRequest | None]):
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Submit…", variant="primary", id="submit")
                 yield Button("Back", id="back")
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#name", Input).focus()
         self.validate()
+        self.read_completions()
+
+    @work(group="completions", exit_on_error=False)
+    async def read_completions(self) -> None:
+        """Names and queues as they are now (tasks submitted since connect, hosted workers)."""
+        names, queues = await console_of(self.app).read_completions()
+        self.learn(names, queues)
+
+    def learn(self, names: list[str], queues: list[str]) -> None:
+        """Complete from ``names`` and ``queues`` too."""
+        self.names = sorted({*self.names, *names})
+        self.queues = sorted({*self.queues, *queues})
+        self.query_one("#name", Input).suggester = SuggestFromList(self.names, case_sensitive=True)
+        self.query_one("#queue", Input).suggester = SuggestFromList(
+            self.queues, case_sensitive=True
+        )
+        self.completions_read = True
 
     def on_key(self, event: events.Key) -> None:
-        # Tab in the name field completes a known name, then always moves on. The
-        # completion is worked out here, not taken from the Input's suggestion
+        # Tab in the name or queue field completes a known one, then always moves on.
+        # The completion is worked out here, not taken from the Input's suggestion
         # (computed in a worker, so a quick Tab could arrive before it): a name
         # typed in full stays as typed even if a longer known name starts with it.
-        name = self.query_one("#name", Input)
-        if event.key != "tab" or self.focused is not name:
+        if event.key != "tab" or not isinstance(self.focused, Input):
+            return
+        field = self.focused
+        known = {"name": self.names, "queue": self.queues}.get(field.id or "")
+        if known is None:
             return
         event.stop()
         event.prevent_default()
-        typed = name.value
-        if typed and typed not in self.names:
-            longer = [n for n in self.names if n.startswith(typed)]
+        typed = field.value
+        if typed and typed not in known:
+            longer = [n for n in known if n.startswith(typed)]
             if longer:
-                name.value = longer[0]
+                field.value = longer[0]
         self.focus_next()
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:

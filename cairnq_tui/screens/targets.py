@@ -13,6 +13,7 @@ from textual.widgets.option_list import Option
 
 from cairnq_tui import keymap
 from cairnq_tui.formatting import clean
+from cairnq_tui.widgets.key_footer import KeyFooter
 
 
 class TargetPickerScreen(ModalScreen[str | None]):
@@ -30,6 +31,7 @@ class TargetPickerScreen(ModalScreen[str | None]):
         self.current = current
 
     def compose(self) -> ComposeResult:
+        yield KeyFooter()  # the keys of this dialog, not of the screen under it
         with Vertical(classes="dialog", id="target-picker"):
             yield Label(Text("Switch to target", style="bold"), classes="dialog-title")
             yield Input(placeholder="target name", id="target-name")
@@ -87,6 +89,7 @@ class TypeNameScreen(ModalScreen[bool | None]):
         self.action_text = action
 
     def compose(self) -> ComposeResult:
+        yield KeyFooter()  # the keys of this dialog, not of the screen under it
         with Vertical(classes="dialog danger-dialog"):
             yield Label(
                 Text(f"{self.action_text} on {self.target_name}", style="bold"),

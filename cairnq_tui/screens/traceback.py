@@ -10,6 +10,7 @@ from textual.widgets import Static
 
 from cairnq_tui import keymap
 from cairnq_tui.formatting import clean
+from cairnq_tui.widgets.key_footer import KeyFooter
 from engine.snapshots import ErrorReport
 
 
@@ -25,6 +26,7 @@ class TracebackScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         r = self.report
+        yield KeyFooter()  # the keys of this dialog, not of the screen under it
         with VerticalScroll(classes="dialog traceback"):
             yield Static(
                 Text(f"{clean(r.exception_type)} in {clean(self.spec)}", style="bold"),

@@ -42,7 +42,8 @@ def _name_reasons(status: HostedStatus, snapshot: WorkerSnapshot, name: NameSnap
         )
     if name.concurrency is not None and name.calls_in_flight >= name.concurrency:
         reasons.append(
-            f"{name.name} is at its concurrency cap ({name.calls_in_flight}/{name.concurrency})"
+            f"task name {quoted(name.name)} is at its concurrency cap "
+            f"({name.calls_in_flight}/{name.concurrency})"
         )
     if snapshot.concurrency_used >= snapshot.concurrency_limit:
         reasons.append(
@@ -58,7 +59,10 @@ def hosted_reasons(
 
     Only a queued task gets reasons (a due date or a lease is the database's
     story). With no hosted worker at all there is nothing to add: other
-    processes may be working the queue.
+    processes may be working the queue. Every reason starts with a word of
+    ours, never with a name from the database or a worker, so a caller may
+    capitalise its first letter without changing a name (``iPhone`` stays
+    ``iPhone``).
     """
     if status != "queued" or not statuses:
         return []

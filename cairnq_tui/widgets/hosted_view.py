@@ -10,6 +10,7 @@ their own, so a drain that waits for slow calls never blocks the console.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -193,8 +194,14 @@ class HostedView(DataView):
             self.app.notify(NO_HOST, severity="warning")
             return
         self.app.notify(f"{what}: {hosted.spec}…", timeout=2)
+        job = asyncio.ensure_future(act(hosted))
+        # The new state (draining, paused …) is set as the control starts on the
+        # hosted loop: show it now, not when the control returns (a drain returns
+        # when its calls have finished) or at the next tick.
+        await asyncio.sleep(0)  # the control is sent to the hosted loop
+        await self._show_states()
         try:
-            await act(hosted)
+            await job
         except HostError as exc:
             self.app.notify(clean(str(exc)), title=f"{what} failed", severity="error", timeout=10)
         except ValueError as exc:
@@ -202,6 +209,16 @@ class HostedView(DataView):
         else:
             self.app.notify(f"{what}: {hosted.spec} done", timeout=2)
         self.console.refresh_now(force=True)
+
+    async def _show_states(self) -> None:
+        """Read the hosted workers' states (no database) and redraw the strip."""
+        if self.host:
+            # The first read may reach the hosted loop before the control's first
+            # step (which that loop schedules as it takes the control in); the
+            # second is queued behind that step.
+            await self.host.statuses()
+            self.statuses = await self.host.statuses()
+            self._draw_workers()
 
     def action_hosted_toggle_pause(self) -> None:
         hosted = self.selected()

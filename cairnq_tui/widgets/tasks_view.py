@@ -105,6 +105,10 @@ class TasksView(OpensTaskRows, DataView):
         self.keys_pending = False
         self.generation = 0
         self.queue_options: list[str] = []
+        self.name_options: list[str] = []
+        #: The first refresh generation drawn with the cursor on the top row (the
+        #: first after a filter change); 0: none pending.
+        self.cursor_top_from = 0
         #: The names the name filter matched on the last refresh.
         self.name_matches: list[str] = []
 
@@ -169,18 +173,22 @@ class TasksView(OpensTaskRows, DataView):
 
     def set_choices(self, queues: list[str], names: list[str]) -> None:
         """Offer the queues and names the database holds (and --queue allows)."""
+        if names != self.name_options:
+            self.name_options = list(names)
+            self.query_one("#name-filter", Input).suggester = SuggestFromList(
+                names, case_sensitive=True
+            )
         allowed = list(self.console.settings.queues) or queues
-        select = self.query_one("#queue-filter", Select)
-        current = select.value
         if allowed == self.queue_options:
             return
+        select = self.query_one("#queue-filter", Select)
+        current = select.value
         self.queue_options = list(allowed)
-        select.set_options([(q, q) for q in allowed])
-        if isinstance(current, str) and current in allowed:
-            select.value = current
-        self.query_one("#name-filter", Input).suggester = SuggestFromList(
-            names, case_sensitive=True
-        )
+        # Setting the options must not read as a filter change (a refresh, cursor to top).
+        with self.prevent(Select.Changed):
+            select.set_options([(q, q) for q in allowed])
+            if isinstance(current, str) and current in allowed:
+                select.value = current
 
     # -- filters ---------------------------------------------------------------------------
 
@@ -196,6 +204,7 @@ class TasksView(OpensTaskRows, DataView):
             search_kind=kind if isinstance(kind, str) else "id",  # type: ignore[arg-type]
         )
         self.cursor_before = self.cursor_after = None
+        self.cursor_top_from = self.generation + 1  # the next refresh reads the new filter
         self.console.refresh_now(force=True)
 
     def on_select_changed(self, event: Select.Changed) -> None:
@@ -304,6 +313,13 @@ class TasksView(OpensTaskRows, DataView):
                 # At the top: follow new tasks as they arrive.
                 self.cursor_before = self.cursor_after = None
             self.draw()
+            if self.cursor_top_from and message.generation >= self.cursor_top_from:
+                # A new filter: the cursor starts on the first row, not where it was.
+                self.cursor_top_from = 0
+                self.table.cursor_to(0)
+            self.console.learn(
+                {r.name for r in message.page.rows}, {r.queue for r in message.page.rows}
+            )
             missing = [r.id for r in self.page.rows if r.key is None and r.id not in self.keys]
             if missing:
                 # After the paint: on SQLite the key-table read runs on this thread.

@@ -1,0 +1,226 @@
+"""Screen opens, view switches and a worker state change, timed to the frame that shows them,
+while a hosted worker drains ~1,000 no-op tasks/s.
+
+The sibling of ``hosting_bench.py`` (same producer process and hosted no-op
+worker, same fresh SQLite database): the console runs headless
+(``App.run_test``) and every press is timed from the keypress to the first
+frame the console composes (``App._display``) that shows what the press asked
+for:
+
+- ``submit``: ``n`` until the submit form is on screen;
+- ``help``: ``?`` until the help screen is;
+- ``detail``: ``enter`` on a task until its detail screen is, and ``detail
+  filled`` until that screen shows the task's "why" line (its first read drawn);
+- ``back``: ``escape`` from any of them until the main screen is again;
+- ``switch``: a view key (``1``, ``2``, ``3``, ``6``, ``8``) until that tab is shown;
+- ``drain``: ``D`` on a hosted view until the worker strip says ``draining``
+  (or already ``stopped``: no-op calls drain at once), and ``start`` (``S``)
+  until it says ``running`` again.
+
+Targets (issue 24.14), on a quiet machine: every screen open and view switch
+p95 <= 100 ms, a keypress to repaint p50 <= 25 ms and p95 <= 60 ms, a worker
+state change shown within 100 ms. ``--mode none`` runs the same presses with no
+hosted worker (the producer still runs; ``drain`` is skipped).
+
+Usage: ``python bench/screens_bench.py [--rate 1000] [--rounds 12] [--mode thread]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from hosting_bench import FRAME_TIMEOUT_S, Producer, worker_module
+
+from cairnq_tui.app import ConsoleApp, Settings
+from cairnq_tui.hosting import WorkerHost
+from cairnq_tui.target import Target
+from engine import SQLiteStore
+
+Check = Callable[[Any], bool]
+
+
+class Frames:
+    """Times presses to the first composed frame for which a check holds."""
+
+    def __init__(self, app: ConsoleApp) -> None:
+        self.app = app
+        self.samples: dict[str, list[float]] = {}
+        #: The console thread's CPU time per press (``time.thread_time``): it moves
+        #: less than wall time when other processes load the machine.
+        self.cpu: dict[str, list[float]] = {}
+        self._check: Check | None = None
+        self._seen: float | None = None
+        display = app._display
+
+        def timed_display(screen: Any, renderable: Any) -> None:
+            display(screen, renderable)
+            check = self._check
+            if (
+                renderable is not None
+                and check is not None
+                and self._seen is None
+                and check(screen)
+            ):
+                self._seen = time.perf_counter()
+
+        app._display = timed_display  # type: ignore[method-assign]
+
+    async def press(self, pilot: Any, key: str, what: str, check: Check) -> float:
+        """Press ``key``; the ms until a frame for which ``check(screen)`` holds."""
+        self._check, self._seen = check, None
+        started, cpu_started = time.perf_counter(), time.thread_time()
+        press = asyncio.ensure_future(pilot.press(key))
+        while self._seen is None:
+            if self.app._exception is not None or time.perf_counter() - started > FRAME_TIMEOUT_S:
+                raise RuntimeError(
+                    f"{what}: no frame within {FRAME_TIMEOUT_S:g}s ({self.app._exception!r})"
+                )
+            await asyncio.sleep(0.0005)
+        ms = (self._seen - started) * 1000
+        self.cpu.setdefault(what, []).append((time.thread_time() - cpu_started) * 1000)
+        self._check = None
+        await press
+        self.samples.setdefault(what, []).append(ms)
+        return ms
+
+
+def is_screen(name: str) -> Check:
+    return lambda screen: type(screen).__name__ == name
+
+
+def shows_view(view: str) -> Check:
+    def check(screen: Any) -> bool:
+        if type(screen).__name__ != "MainScreen":
+            return False
+        return bool(screen._tabs is not None and screen._tabs.active == view)
+
+    return check
+
+
+def strip_says(*words: str) -> Check:
+    def check(screen: Any) -> bool:
+        if type(screen).__name__ != "MainScreen":
+            return False
+        view = screen.active_view()
+        found = view.query(".hosted-workers") if view is not None else None
+        text = str(found.first().render()) if found else ""
+        return any(word in text for word in words)
+
+    return check
+
+
+def detail_filled(screen: Any) -> bool:
+    if type(screen).__name__ != "TaskDetailScreen":
+        return False
+    return bool(str(screen.query_one("#why").render()).strip())
+
+
+async def rounds(app: ConsoleApp, frames: Frames, count: int, hosted: bool) -> None:
+    async with app.run_test(size=(150, 40)) as pilot:
+        for _ in range(300):  # until connected and the first refresh is drawn
+            await pilot.pause(0.02)
+            if app.connected and app.ticks and not app.refreshing:
+                break
+        await pilot.pause(1.0)
+        back = is_screen("MainScreen")
+        for _ in range(count):
+            await frames.press(pilot, "1", "switch", shows_view("tasks"))
+            await asyncio.sleep(0.1)
+            await frames.press(pilot, "n", "submit", is_screen("SubmitScreen"))
+            await asyncio.sleep(0.1)
+            await frames.press(pilot, "escape", "back", back)
+            await asyncio.sleep(0.1)
+            await frames.press(pilot, "question_mark", "help", is_screen("HelpScreen"))
+            await asyncio.sleep(0.1)
+            await frames.press(pilot, "escape", "back", back)
+            await asyncio.sleep(0.1)
+            opened = await frames.press(pilot, "enter", "detail", is_screen("TaskDetailScreen"))
+            # The same press, to the frame with the task's first read drawn.
+            filled_at = time.perf_counter()
+            while not detail_filled(app.screen) and time.perf_counter() - filled_at < 10:
+                await asyncio.sleep(0.0005)
+            frames.samples.setdefault("detail filled", []).append(
+                opened + (time.perf_counter() - filled_at) * 1000
+            )
+            await asyncio.sleep(0.1)
+            await frames.press(pilot, "escape", "back", back)
+            await asyncio.sleep(0.1)
+            for key, view in (("2", "queues"), ("3", "leases"), ("6", "quotas"), ("8", "calls")):
+                await frames.press(pilot, key, "switch", shows_view(view))
+                await asyncio.sleep(0.1)
+            if hosted:
+                await frames.press(pilot, "D", "drain", strip_says("draining", "stopped"))
+                await asyncio.sleep(0.2)
+                await frames.press(pilot, "S", "start", strip_says("running"))
+                await asyncio.sleep(0.2)
+
+
+async def run(mode: str, rate: float, count: int) -> Frames:
+    folder = Path(tempfile.mkdtemp(prefix="cairnq-screens-bench-"))
+    path = folder / "tasks.db"
+    store = SQLiteStore(path)
+    await store.connect()
+    await store.close()
+    host = None
+    if mode == "thread":
+        spec = worker_module(folder)
+        host = WorkerHost([spec], make_store=lambda: SQLiteStore(path), target_text=str(path))
+        await asyncio.to_thread(host.start)
+    target = Target(str(path), "sqlite", "tasks.db")
+    app = ConsoleApp(SQLiteStore(path), Settings(target=target, refresh_s=1.0), host=host)
+    frames = Frames(app)
+    producer = Producer(path, rate)
+    producer.start()
+    try:
+        await asyncio.sleep(1.0)  # some tasks to show
+        await rounds(app, frames, count, hosted=host is not None)
+    finally:
+        producer.stop()
+        if host is not None:
+            await host.close(1.0)
+    return frames
+
+
+def p95(found: list[float]) -> float:
+    return found[max(int(len(found) * 0.95) - 1, 0)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=1000.0, help="tasks submitted per second")
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--mode", choices=["thread", "none"], default="thread")
+    args = parser.parse_args()
+    load = os.getloadavg()
+    print(
+        f"screen opens and switches, {args.rounds} rounds, producer at {args.rate:g} tasks/s, "
+        f"mode {args.mode}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
+    frames = asyncio.run(run(args.mode, args.rate, args.rounds))
+    header = ("press", "n", "p50 ms", "p95 ms", "max ms", "cpu p50", "cpu p95")
+    print("{:<14} {:>4} {:>8} {:>8} {:>8} {:>8} {:>8}".format(*header))
+    for what, found in frames.samples.items():
+        found.sort()
+        cpu = sorted(frames.cpu.get(what, [0.0]))
+        print(
+            f"{what:<14} {len(found):>4} {statistics.median(found):8.1f} {p95(found):8.1f} "
+            f"{found[-1]:8.1f} {statistics.median(cpu):8.1f} {p95(cpu):8.1f}"
+        )
+    load = os.getloadavg()
+    print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
