@@ -26,6 +26,3 @@ class FixedClock:
 
     def __call__(self) -> int:
         return self.now_ms
-
-    def advance(self, ms: int) -> None:
-        self.now_ms += ms

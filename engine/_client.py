@@ -428,8 +428,8 @@ class _Watcher:
         "_active",
         "_consumer",
         "_detach",
-        "_gate",
         "_home",
+        "_lock",
         "_poll_ms",
         "_queues",
         "_ticker",
@@ -447,7 +447,7 @@ class _Watcher:
         self._home = asyncio.get_running_loop()
         self._detach: Callable[[], None] | None = None
         self._ticker: asyncio.Task[None] | None = None
-        self._gate = threading.RLock()
+        self._lock = threading.RLock()
         self._active = True
 
     def start(self, store: TaskStore) -> Callable[[], None]:
@@ -468,7 +468,7 @@ class _Watcher:
             self._home.call_soon_threadsafe(self._hand_over, sig)
 
     def _hand_over(self, sig: WatchSignal) -> None:
-        with self._gate:
+        with self._lock:
             if not self._active:
                 return
             try:
@@ -483,7 +483,7 @@ class _Watcher:
             self._hand_over(WatchSignal("poll"))
 
     def _stop(self) -> None:
-        with self._gate:
+        with self._lock:
             self._active = False
         if self._detach is not None:
             self._detach()

@@ -1,9 +1,9 @@
 """What a handler holds: ``TaskContext``, one per claimed task (docs/protocol-notes.md, Worker).
 
 The context is the handler's only way to write to its task. Owned writes pass a
-local gate first: once the lease is known lost (or, for progress and heartbeat,
-once the task is settled) they raise ``LostLease`` without touching the database.
-The gate matters because an abandoned attempt's task may be claimed again by the
+local lease check first: once the lease is known lost (or, for progress and
+heartbeat, once the task is settled) they raise ``LostLease`` without touching
+the database. The check matters because an abandoned attempt's task may be claimed again by the
 very same worker id, and the database would then accept a stale handler's write.
 """
 
@@ -172,7 +172,7 @@ class TaskContext:
 
     # -- owned writes -----------------------------------------------------------------
 
-    def _gate(self, *, settled_refuses: bool) -> None:
+    def _check_lease(self, *, settled_refuses: bool) -> None:
         if not self._lost and self.lease_expired:
             self.mark_lost()
         if self._lost or (settled_refuses and self._settled):
@@ -198,7 +198,7 @@ class TaskContext:
             raise ValueError(f"progress must be a number or None, got {value!r}")
         if message is not None and not isinstance(message, str):
             raise ValueError(f"message must be a string or None, got {message!r}")
-        self._gate(settled_refuses=True)
+        self._check_lease(settled_refuses=True)
         if message is not None:
             message = envelopes.legible(message)  # a lone surrogate, escaped visibly
         task = await self._owned(
@@ -221,7 +221,7 @@ class TaskContext:
         Raises:
             LostLease: the lease is lost or the task already settled.
         """
-        self._gate(settled_refuses=True)
+        self._check_lease(settled_refuses=True)
         sent = time.monotonic()
         task = await self._owned(
             self._store.heartbeat(
@@ -244,7 +244,7 @@ class TaskContext:
     async def _settle(self, write: Callable[[], Awaitable[Task]]) -> Task | None:
         if self._settled:
             return None
-        self._gate(settled_refuses=False)
+        self._check_lease(settled_refuses=False)
         # Settled before the write so a heartbeat racing it does not read the
         # task's absence as a lost lease.
         self._settled = True

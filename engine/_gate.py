@@ -92,11 +92,6 @@ class QueueGate:
             return self._limits.get(queue)
         return self._default
 
-    def grants(self) -> dict[str, int]:
-        """The allowance left per queue: submits that need no probe (a copy)."""
-        with self._lock:
-            return dict(self._grants)
-
     def _take_grant(self, queue: str) -> bool:
         with self._lock:
             left = self._grants.get(queue, 0)

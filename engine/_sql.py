@@ -45,11 +45,6 @@ def statement(dialect: Dialect, name: str) -> str:
     return _strip_comments(path.read_text(encoding="utf-8"))
 
 
-def statement_names(dialect: Dialect) -> frozenset[str]:
-    """Every statement name the dialect ships."""
-    return frozenset(p.stem for p in (sql_root() / dialect).glob("*.sql"))
-
-
 def migrations(dialect: Dialect) -> list[tuple[str, str]]:
     """``(recorded name, script)`` for every migration of the dialect, in name order.
 

@@ -60,7 +60,7 @@ def lost(conn: Conn, exc: BaseException) -> bool:
     return isinstance(exc, psycopg.OperationalError) and (conn.broken or conn.closed)
 
 
-class WriteGroup:
+class GroupCommit:
     """The write queue of one Postgres store (one event loop).
 
     Args:

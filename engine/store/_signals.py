@@ -216,22 +216,6 @@ class Signals:
         wake.on_close(leave)
         return wake
 
-    async def claim_wake(self, queues: Iterable[str], timeout_ms: float) -> bool:
-        """Sleep up to ``timeout_ms``; True if a task became claimable on one of ``queues``."""
-        wake = self.arm_claim(queues)
-        try:
-            return await wake.woken(timeout_ms)
-        finally:
-            wake.close()
-
-    async def task_done_wake(self, task_id: str, timeout_ms: float) -> bool:
-        """Sleep up to ``timeout_ms``; True if ``task_id`` went terminal meanwhile."""
-        wake = self.arm_done(task_id)
-        try:
-            return await wake.woken(timeout_ms)
-        finally:
-            wake.close()
-
 
 def _leave(table: dict[str, builtins.set[Wake]], key: str, wake: Wake) -> None:
     """Drop ``wake`` from ``table[key]``, and the key once no one waits there."""

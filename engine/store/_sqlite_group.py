@@ -207,21 +207,32 @@ class GroupCommit:
                         self._draining = False
                     return
                 try:
-                    self._run(self._take())
+                    items, outcomes = self._run(self._take())
                 finally:
                     self._owner.release()
                 self._on_commit()
                 with self._lock:
-                    if self._waiters:  # their release kicks the queue again
+                    # Decided before answering, so that once the loops are woken
+                    # this thread has nothing left to do but sleep: a loop
+                    # waking for its answer would otherwise wait for the GIL.
+                    # A caller waiting for the connection kicks again on release.
+                    done = bool(self._waiters) or not self._queue
+                    if done:
                         self._draining = False
-                        return
+                self._answer(items, outcomes)
+                if done:
+                    return
         except BaseException:
             with self._lock:
                 self._draining = False
             raise
         self._post(self._drain)  # let other queued calls (a session's BEGIN) have a turn
 
-    def _run(self, items: list[Write]) -> None:
+    def _run(self, items: list[Write]) -> tuple[list[Write], Sequence[sync.Outcome]]:
+        """Run one batch, waiting out another process's lock; what to answer.
+
+        Writes whose busy budget ran out meanwhile are answered here, at once.
+        """
         attempt = 0
         while True:
             try:
@@ -238,7 +249,7 @@ class GroupCommit:
                 # The batch stays at the head; later arrivals join behind it.
                 items = waiting + self._take()
                 if not items:
-                    return
+                    return [], []
                 soonest = min(w.deadline for w in items) - now
                 # Sleeping here blocks only this writer thread, never a loop.
                 time.sleep(max(0.0, min(backoff(attempt), soonest)))
@@ -246,7 +257,7 @@ class GroupCommit:
             except BaseException as exc:
                 outcomes = [exc] * len(items)
                 break
-        self._answer(items, outcomes)
+        return items, outcomes
 
     @staticmethod
     def _answer(items: Sequence[Write], outcomes: Sequence[sync.Outcome]) -> None:

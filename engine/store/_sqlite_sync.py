@@ -24,6 +24,7 @@ from typing import Any
 
 from engine._clock import now_ms
 from engine._errors import ProtocolVersionMismatch, StoreUnavailable
+from engine._sql import statement
 from engine.store._schema_check import check_sqlite
 
 
@@ -406,26 +407,18 @@ def apply_migrations(conn: sqlite3.Connection, migrations: Sequence[tuple[str, s
     The ledger lookup happens inside the write lock, so concurrent cold starts
     (of this engine or any cairnq SDK) apply each migration exactly once.
     """
-    conn.execute(
-        "create table if not exists cairnq_migrations "
-        "(name TEXT PRIMARY KEY, applied_at_ms INTEGER NOT NULL)"
-    )
-    applied = {row[0] for row in conn.execute("select name from cairnq_migrations")}
+    conn.execute(statement("sqlite", "ledger_create"))
+    applied = {row[0] for row in conn.execute(statement("sqlite", "ledger_names"))}
     for name, script in migrations:
         if name in applied:
             continue  # recorded rows are never removed, so skipping is safe
         conn.execute("begin immediate")
         try:
-            found = conn.execute(
-                "select 1 from cairnq_migrations where name = ?", (name,)
-            ).fetchone()
+            found = conn.execute(statement("sqlite", "ledger_has"), {"name": name}).fetchone()
             if found is None:
                 for sql in split_script(script):
                     conn.execute(sql)
-                conn.execute(
-                    "insert into cairnq_migrations (name, applied_at_ms) values (?, ?)",
-                    (name, now_ms()),
-                )
+                conn.execute(statement("sqlite", "ledger_add"), {"name": name, "now_ms": now_ms()})
             conn.execute("commit")
         except BaseException:
             _rollback_quietly(conn)

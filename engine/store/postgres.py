@@ -10,8 +10,9 @@ after its COMMIT. Statements are prepared
 server-side on first use (``prepare_threshold=0``): the set of texts is small
 and fixed.
 
-Connecting follows docs/protocol-notes.md, Postgres: schema guard, migrations, protocol version,
-JSON wire form, then the LISTEN connection in the background.
+Connecting follows docs/protocol-notes.md, Postgres (``_pg_schema``: schema
+guard, catalog check, migrations, protocol version, JSON wire form), then opens
+the pool and the LISTEN connection (``_pg_commits``) in the background.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import asyncio
 import builtins
 import contextlib
 import math
-import re
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -33,64 +33,30 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from engine import _json, _rules
 from engine._errors import (
-    ProtocolVersionMismatch,
-    SchemaMismatch,
     StoreClosed,
     StoreUnavailable,
 )
 from engine._models import Task
 from engine._redaction import redact_dsn
-from engine._sql import migrations, specialise, statement, to_pyformat
-from engine.store import _schema_check as schema_check
+from engine._sql import specialise, statement, to_pyformat
+from engine.store import _pg_schema as pg_schema
 from engine.store._base import (
     ROW_COLUMNS,
     StoreCapabilities,
     task_from_values,
 )
 from engine.store._faults import postgres_fault
-from engine.store._pg_group import WriteGroup
-from engine.store._pg_listener import Listener
+from engine.store._pg_commits import CommitWatch
+from engine.store._pg_group import GroupCommit
 from engine.store._pg_operations import WITHOUT_JIT, PostgresOperations
 from engine.store._pg_pool import most_recent_first, terminated
 
 T = TypeVar("T")
 Conn = psycopg.AsyncConnection[dict[str, Any]]
 
-SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
-_PROTOCOL_VERSION = 1
 #: After the pool kept a read waiting (``read_own_connection_after_s``), reads skip
 #: the wait for a pooled connection this long: the pool is reconnecting.
 _RECOVERING_S = 5.0
-
-# The ledger is created by the SDK, not by a migration (§1.2); these three texts
-# are the migration runner's own, not protocol statements.
-_CREATE_LEDGER = (
-    "create table if not exists cairnq_migrations ("
-    "name text primary key, applied_at_ms bigint not null)"
-)
-_LOCK_LEDGER = "lock table cairnq_migrations in exclusive mode"
-# Cold starts create the schema and the ledger "if not exists", which still
-# races in the catalog (23505 on the namespace, 42710 on the ledger's row type)
-# when two sessions create at once. Each creation runs in a transaction holding
-# this advisory lock: the two-int form, a lock space apart from the bigint keys
-# the keyed submits lock (§4.2); 1667327346 is "cair" in ASCII. Only this engine
-# takes it, so _CATALOG_RACES still covers a cairnq SDK creating concurrently.
-_COLD_START_LOCK = "select pg_advisory_xact_lock(1667327346, 0)"
-_CATALOG_RACES = (
-    psycopg.errors.UniqueViolation,
-    psycopg.errors.DuplicateObject,
-    psycopg.errors.DuplicateTable,
-    psycopg.errors.DuplicateSchema,
-)
-_LEDGER_HAS = "select 1 from cairnq_migrations where name = %(name)s"
-_LEDGER_ADD = (
-    "insert into cairnq_migrations (name, applied_at_ms) "
-    "values (%(name)s, (extract(epoch from now()) * 1000)::bigint)"
-)
-# Wire-form detection (§2.2): do jsonb values arrive decoded or as JSON text?
-_JSON_PROBE = "select '\"cairnq\"'::jsonb as probe"
-# The task table's column order (no row read): see PostgresStore._positional.
-_TABLE_SHAPE = "select * from cairnq_tasks limit 0"
 
 
 def _sql(name: str, active: frozenset[str] | None = None) -> str:
@@ -98,16 +64,6 @@ def _sql(name: str, active: frozenset[str] | None = None) -> str:
     if active is not None:
         text = specialise(text, active)
     return to_pyformat(text)
-
-
-async def _create_if_missing(conn: Conn, ddl: str) -> None:
-    """Run one ``create ... if not exists`` of a cold start under the cold-start lock."""
-    try:
-        async with conn.transaction():
-            await conn.execute(_COLD_START_LOCK)
-            await conn.execute(ddl)
-    except _CATALOG_RACES:
-        pass  # a peer not taking the lock created it first: it exists, as wanted
 
 
 class PostgresStore(PostgresOperations):
@@ -158,8 +114,9 @@ class PostgresStore(PostgresOperations):
         _rules.text(dsn, "dsn")
         _rules.integer(min_size, "min_size", minimum=0)
         _rules.integer(max_size, "max_size", minimum=max(1, min_size))
-        if schema is not None and (not isinstance(schema, str) or not SCHEMA_NAME.match(schema)):
-            raise ValueError(f"schema must match {SCHEMA_NAME.pattern}, got {schema!r}")
+        name_rule = pg_schema.SCHEMA_NAME
+        if schema is not None and (not isinstance(schema, str) or not name_rule.match(schema)):
+            raise ValueError(f"schema must match {name_rule.pattern}, got {schema!r}")
         if not connect_timeout_s > 0:
             raise ValueError("connect_timeout_s must be > 0")
         if read_own_connection_after_s is not None and not read_own_connection_after_s >= 0:
@@ -197,7 +154,7 @@ class PostgresStore(PostgresOperations):
             self._session_kwargs["application_name"] = "cairnq-engine"
 
         self._pool: AsyncConnectionPool[Conn] | None = None
-        self._listener: Listener | None = None
+        self._listener: CommitWatch | None = None
         self._json_decoded = True
         # The table's columns start with the protocol's, in its order (read on
         # connect): task rows may then be decoded by position.
@@ -206,7 +163,7 @@ class PostgresStore(PostgresOperations):
         self._connect_lock = asyncio.Lock()
         self._inflight = 0
         self._drained: asyncio.Event | None = None
-        self._group = WriteGroup(self._on_connection, _sql("insert_task"), _sql("insert_tasks"))
+        self._group = GroupCommit(self._on_connection, _sql("insert_task"), _sql("insert_tasks"))
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -246,25 +203,15 @@ class PostgresStore(PostgresOperations):
                 return
             conn = await self._open_session()
             try:
-                if self._schema is not None and not self._read_only:
-                    await self._create_schema(conn)
-                await self._guard_schema(conn)
-                checked = await self._check_schema(conn)  # before anything is written
-                if self._migrate:
-                    await self._apply_migrations(conn)
-                    if not checked:
-                        await self._check_schema(conn)
-                version = await self._read_protocol_version(conn)
-                if version != _PROTOCOL_VERSION:
-                    raise ProtocolVersionMismatch(
-                        f"{self.target} speaks cairnq protocol {version}, "
-                        f"this engine speaks {_PROTOCOL_VERSION}"
-                    )
-                probe = await (await conn.execute(_JSON_PROBE)).fetchone()
-                self._json_decoded = probe is not None and probe["probe"] == "cairnq"
-                shape = await conn.execute(_TABLE_SHAPE)
-                names = tuple(c.name for c in shape.description or ())
-                self._positional = names[: len(ROW_COLUMNS)] == ROW_COLUMNS
+                opened = await pg_schema.prepare(
+                    conn,
+                    schema=self._schema,
+                    read_only=self._read_only,
+                    migrate=self._migrate,
+                    target=self.target,
+                )
+                self._json_decoded = opened.json_decoded
+                self._positional = opened.positional
             except psycopg.OperationalError as exc:
                 raise self._unavailable(exc) from exc
             finally:
@@ -288,7 +235,7 @@ class PostgresStore(PostgresOperations):
             self._pool = pool
             listener_kwargs = dict(self._session_kwargs)
             listener_kwargs["application_name"] = "cairnq-engine-listener"
-            self._listener = Listener(self._dsn, listener_kwargs, self.signals)
+            self._listener = CommitWatch(self._dsn, listener_kwargs, self.signals)
             self._listener.start()
 
     async def close(self) -> None:
@@ -335,68 +282,6 @@ class PostgresStore(PostgresOperations):
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         detail = redact_dsn(detail, source=self._dsn)
         return StoreUnavailable(f"Postgres at {self.target} is unavailable: {detail}")
-
-    async def _create_schema(self, conn: Conn) -> None:
-        exists = await conn.execute(
-            "select 1 from pg_catalog.pg_namespace where nspname = %(schema)s",
-            {"schema": self._schema},
-        )
-        if await exists.fetchone() is None:
-            await _create_if_missing(conn, f'create schema if not exists "{self._schema}"')
-
-    async def _guard_schema(self, conn: Conn) -> None:
-        """The schema guard's decision table (docs/protocol-notes.md, Postgres)."""
-        rows = await (await conn.execute(_sql("installations"))).fetchall()
-        current = rows[0]["current_schema"] if rows else None
-        found = [r["schema"] for r in rows if r["schema"] is not None]
-        if self._schema is not None:
-            if current != self._schema:
-                raise SchemaMismatch(
-                    f"schema {self._schema!r} is not the current schema of {self.target} "
-                    f"(current_schema() = {current!r}); does it exist and is it on the "
-                    "search path?"
-                )
-            return
-        if current is None or not found or current in found:
-            return
-        raise SchemaMismatch(
-            f"{self.target} has cairnq tables in schema(s) {', '.join(found)} but the "
-            f"session's current schema is {current!r}; pass schema= to pick one"
-        )
-
-    async def _check_schema(self, conn: Conn) -> bool:
-        """``_schema_check.verify`` on the current schema; True if the full check ran."""
-        catalog = await schema_check.read_postgres(conn)
-        names = [name for name, _ in migrations("postgres")]
-        return schema_check.verify(catalog, "postgres", names, self.target)
-
-    async def _apply_migrations(self, conn: Conn) -> None:
-        """§1.4: one transaction per migration under an exclusive ledger lock."""
-        await _create_if_missing(conn, _CREATE_LEDGER)
-        for name, script in migrations("postgres"):
-            async with conn.transaction():
-                await conn.execute(_LOCK_LEDGER)
-                seen = await (await conn.execute(_LEDGER_HAS, {"name": name})).fetchone()
-                if seen is not None:
-                    continue
-                # Multi-statement DDL needs the simple query protocol, which the
-                # client-side-binding cursor uses.
-                async with psycopg.AsyncClientCursor(conn) as cur:
-                    await cur.execute(script)
-                await conn.execute(_LEDGER_ADD, {"name": name})
-
-    @staticmethod
-    async def _read_protocol_version(conn: Conn) -> int:
-        try:
-            row = await (await conn.execute(_sql("protocol_version"))).fetchone()
-        except psycopg.errors.UndefinedTable:
-            return 0  # an unmigrated database
-        if row is None:
-            return 0
-        try:
-            return int(row["value"])
-        except (TypeError, ValueError):
-            return 0
 
     # -- running operations ----------------------------------------------------------
 
@@ -562,7 +447,7 @@ class PostgresStore(PostgresOperations):
         """The database's ``protocol_version`` (0 when missing)."""
         if self._pool is None:
             await self.connect()
-        return await self._run(self._read_protocol_version, write=False, retry=True)
+        return await self._run(pg_schema.read_protocol_version, write=False, retry=True)
 
     async def read_statement(
         self, name: str, params: Mapping[str, Any]

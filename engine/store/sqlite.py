@@ -1,24 +1,15 @@
-"""The SQLite store: cairnq protocol v1 over one database file, via aiosqlite.
+"""The SQLite store: cairnq protocol v1 over one database file, via ``sqlite3``.
 
-Where the work runs:
+Where the work runs (the writer connection's rules are ``_sqlite_writer``'s):
 
-* **Every call gives the loop a turn** (``_yield_loop``): an inline operation
+* **Every call gives the loop a turn** (``yield_loop``): an inline operation
   ends with ``asyncio.sleep(0)``, so a task looping on store calls never
   starves timers, heartbeats or other tasks' commits.
-* **A COMMIT that fsyncs runs on aiosqlite's thread.** Under
-  ``synchronous=FULL`` (the default) group-commit batches, keyed
-  transactions, claims and a claim session's COMMIT run there, the thread
-  letting go of the connection when done; the loop only waits for the answer.
-* **Inline, on the caller's event loop** (the rest; all of it under NORMAL).
-  After the open sequence the writer connection's ``busy_timeout`` is 0, so
-  SQLite never waits on a lock: a statement does its own work (a WAL commit
-  without fsync is ~0.03 ms, cheaper than one hop to a thread; docs/engine.md)
-  or returns SQLITE_BUSY at once. So reads, a claim session's draws and, under
-  NORMAL, whole write transactions and group-commit batches run inline; a busy
-  database is waited out with ``asyncio.sleep`` (1 ms doubling to 10 ms,
-  jittered) until the caller's ``busy_timeout_ms`` budget is spent, then
-  ``StoreLocked`` ("database is locked"). A threading lock
-  (``_owner``) gives the writer connection to one user at a time.
+* **The writer connection** (``_sqlite_writer``): inline on the caller's loop
+  when nothing fsyncs, on the store's own writer thread (``_sqlite_thread``)
+  for opening, migrating and every COMMIT that fsyncs; a busy database is
+  waited out with ``asyncio.sleep`` backoff, never inside SQLite, until the
+  caller's ``busy_timeout_ms`` is spent, then ``StoreLocked``.
 * **Reads** use a second, ``query_only`` connection inline (WAL readers never
   wait for writers); a read that would wait, and every read of an in-memory
   database (a second connection would be another database), use the writer.
@@ -29,14 +20,6 @@ Where the work runs:
   waiter sleeps, ``PRAGMA data_version`` on the writer is read when the WAL
   changes (inotify on Linux; a ~15 ms poll elsewhere); another connection's
   commit ends the sleep early.
-* **aiosqlite's thread** opens the database (migrations wait on
-  ``busy_timeout``, so never on the loop), drains group-commit batches while
-  another process holds the lock.
-* **A housekeeping thread** with a connection of its own runs passive WAL
-  checkpoints (the writer's automatic checkpoint would fsync inside an inline
-  commit) and planner statistics, beside the writer thread's commits rather
-  than queued in line with them; the RESTART that rewinds a long WAL is
-  handed to the writer thread, between commits.
 
 Durability: WAL with ``synchronous=FULL`` by default, as the cairnq SDKs run —
 the WAL is fsynced before any caller is answered, so every acknowledged write
@@ -44,7 +27,7 @@ survives a crash of the process, of the OS, or a power loss. Group commit makes
 concurrent writers share that fsync. ``synchronous="normal"`` is an opt-in that
 skips it: a process crash still loses nothing, an OS crash or power loss may
 drop the last acknowledged commits. The WAL stays bounded: a checkpoint
-restarts a WAL that passed ``WAL_RESTART_FRAMES``.
+restarts a WAL that passed ``_sqlite_writer.WAL_RESTART_FRAMES``.
 """
 
 from __future__ import annotations
@@ -52,19 +35,15 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import functools
 import os
 import sqlite3
 import threading
-import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
-
-import aiosqlite
 
 from engine import _json, _rules
 from engine._clock import now_ms
@@ -94,19 +73,12 @@ from engine.store._base import (
 from engine.store._faults import locked, sqlite_fault
 from engine.store._signals import Wake
 from engine.store._sqlite_commits import CommitWatch
-from engine.store._sqlite_group import GroupCommit, backoff
+from engine.store._sqlite_writer import SQLiteWriter, yield_loop
 
 T = TypeVar("T")
 R = TypeVar("R")
 #: ``SQLiteStore(synchronous=...)``: how durable an acknowledged commit is.
 Synchronous = Literal["full", "normal"]
-
-_STATISTICS_EVERY_S = 60.0
-#: Write transactions between two WAL checkpoints (see SQLiteStore._wrote).
-_CHECKPOINT_EVERY = 32
-#: WAL frames (pages; 4 KiB by default) past which a checkpoint restarts the
-#: WAL instead of only copying it (``_sqlite_sync.checkpoint``): ~8 MiB.
-WAL_RESTART_FRAMES = 2048
 
 
 def _sql(name: str) -> str:
@@ -114,22 +86,6 @@ def _sql(name: str) -> str:
 
 
 _TASK_WIDTH = len(TASK_COLUMNS)
-
-
-async def _yield_loop() -> None:
-    """Give the event loop one turn after an operation that ran inline.
-
-    An inline read or transaction finishes without awaiting anything, so a task
-    looping on store calls would otherwise never let timers, heartbeats or
-    other tasks' commits (a group-commit flush, a claim session between draws)
-    run. One ``sleep(0)`` costs ~15 µs; a hop to aiosqlite's thread ~100 µs
-    more (measured; bench/README.md).
-    """
-    await asyncio.sleep(0)
-
-
-def _forget() -> None:
-    """A no-op job for the writer thread (``SQLiteStore._poster`` says why)."""
 
 
 def _is_memory(path: str) -> bool:
@@ -151,29 +107,14 @@ def _first_task(rows: sync.Rows) -> Task | None:
     return _task(rows[0]) if rows else None
 
 
-@functools.cache
 def purge_statement(active: frozenset[str]) -> str:
-    """``purge`` specialised for the filters given a value, read in completion order.
+    """The purge variant for the filters given a value, read in completion order.
 
-    Each ``purge(limit=n)`` must read about ``n`` candidates, oldest first, not
-    every candidate of the backlog sorted to keep ``n``. With a queue, the
-    partial ``(queue, completed_at_ms)`` index gives that; it is only usable
-    while the literal status list is spelled as in its definition, so that
-    shape is left alone. Otherwise the planner chose (with or without
-    statistics) the three statuses of ``(status, completed_at_ms)`` or every
-    row of a name, then sorted them all. A unary ``+`` on the status list and
-    the name term (same meaning; the list is still spelled literally) leaves
-    ``(completed_at_ms)``, or ``(status, completed_at_ms)`` for one status, as
-    the index to walk (tests/engine/test_query_plans.py).
+    With a queue, ``purge`` (its literal status list matches the partial
+    ``(queue, completed_at_ms)`` index); without, ``purge_by_age``, which hides
+    the indexes that made the planner sort every candidate (its header says how).
     """
-    sql = specialise(_sql("purge"), active)
-    if "queue" in active:
-        return sql
-    by_age = sql.replace("where status in (", "where +status in (", 1)
-    by_age = by_age.replace("and t.name = :name", "and +t.name = :name", 1)
-    if "+status in (" not in by_age or ("name" in active and "+t.name" not in by_age):
-        raise RuntimeError("sql/sqlite/purge.sql changed shape; update purge_statement")
-    return by_age
+    return specialise(_sql("purge" if "queue" in active else "purge_by_age"), active)
 
 
 def _claim_statement(variant: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -225,9 +166,6 @@ class SQLiteStore(TaskStore):
         _rules.integer(busy_timeout_ms, "busy_timeout_ms", minimum=0)
         self._synchronous = sync.check_synchronous(synchronous)
         self._memory = _is_memory(self._path)
-        # A COMMIT that fsyncs (FULL, on a file) runs on the writer thread, not
-        # inline: a millisecond or more of disk wait must not hold the loop.
-        self._offload = self._synchronous == "full" and not self._memory
         self._uri = self._path.startswith("file:")
         if self._memory:
             # Each in-memory handle is its own database: a unique identity keeps
@@ -241,8 +179,14 @@ class SQLiteStore(TaskStore):
         self._busy_timeout_ms = busy_timeout_ms
         self._read_only = bool(read_only)
         self._migrate = bool(migrate)
-        self._conn: aiosqlite.Connection | None = None
-        self._raw: sqlite3.Connection | None = None
+        self._writer = SQLiteWriter(
+            target=self._path,
+            memory=self._memory,
+            read_only=self._read_only,
+            busy_timeout_ms=busy_timeout_ms,
+            synchronous=self._synchronous,
+            locked_error=self._locked_error,
+        )
         self._reader: sqlite3.Connection | None = None
         # The reader is used from whichever thread calls; one user at a time.
         self._reader_lock = threading.Lock()
@@ -253,34 +197,10 @@ class SQLiteStore(TaskStore):
         self._inspect_reader: sqlite3.Connection | None = None
         self._reader_at: tuple[str, bool] | None = None
         self._connect_lock: asyncio.Lock | None = None
-        # Held for a whole claim session, whose transaction stays open while its
-        # plan awaits between draws: no other operation of this loop may join it.
-        self._session_lock = asyncio.Lock()
-        # Held by whoever uses the writer connection right now: an operation or
-        # group-commit flush inline on some loop, or the writer thread's drain.
-        self._owner = threading.Lock()
-        self._post: Callable[[Callable[[], None]], None] | None = None
-        self._checkpointer: sqlite3.Connection | None = None
-        # Checkpoints and statistics run on a thread of their own (``_housekeep``),
-        # never in line with the writer thread's commits.
-        self._housekeeper: ThreadPoolExecutor | None = None
-        self._writes = 0
-        self._checkpoint_queued = False
-        self._group: GroupCommit | None = None
-        self._inflight = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
         self._closed = False
-        self._next_statistics = 0.0
         self._watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CommitWatch] = (
             weakref.WeakKeyDictionary()
         )
-        # The writer's data_version as last read (at connect, then by commit
-        # watches): a watch whose first look finds the writer busy starts there.
-        self._last_version: int | None = None
-        # SQLite's last "database is locked": the cause of a StoreLocked for a
-        # caller that only ever found the connection in use here meanwhile.
-        self._last_busy: BaseException | None = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -311,12 +231,12 @@ class SQLiteStore(TaskStore):
         """
         if self._closed:
             raise StoreClosed(f"store {self._path} is closed")
-        if self._conn is not None:
+        if self._writer.raw is not None:
             return
         if self._connect_lock is None:
             self._connect_lock = asyncio.Lock()
         async with self._connect_lock:
-            if self._conn is None:
+            if self._writer.raw is None:
                 new = self._creates_file()
                 try:
                     await self._open()
@@ -374,65 +294,27 @@ class SQLiteStore(TaskStore):
 
     async def _open(self) -> None:
         location, uri = self._location()
-        conn = aiosqlite.connect(location, uri=uri, isolation_level=None, check_same_thread=False)
         try:
-            await conn
+            await self._writer.open(
+                location,
+                uri,
+                migrate=self._migrate,
+                migrations=migrations("sqlite"),
+                protocol_version_sql=_sql("protocol_version"),
+            )
         except sqlite3.Error as exc:
-            # aiosqlite stops its thread on a failed open; let it finish while this
-            # loop still runs, or it reports to a closed loop later.
-            await asyncio.to_thread(conn._thread.join, 5.0)
-            raise StoreUnavailable(f"cannot open SQLite database {self._path}: {exc}") from exc
-        raw = conn._conn  # the stdlib connection; its users take turns via _owner
-        try:
-            try:
-                await self._on_thread(
-                    conn,
-                    lambda: sync.open_database(  # keyword arguments: a lambda is clearer
-                        raw,
-                        target=self._path,
-                        memory=self._memory,
-                        read_only=self._read_only,
-                        migrate=self._migrate,
-                        busy_timeout_ms=self._busy_timeout_ms,
-                        synchronous=self._synchronous,
-                        migrations=migrations("sqlite"),
-                        protocol_version_sql=_sql("protocol_version"),
-                    ),
-                )
-            except sqlite3.Error as exc:
-                # open_database raises a busy database as it is: locked, not broken.
-                fault = sqlite_fault(exc, self._path, self._busy_timeout_ms)
-                if fault is None:
-                    fault = StoreUnavailable(f"cannot open SQLite database {self._path}: {exc}")
-                raise fault from exc
-            if not self._memory:
-                self._reader = sync.open_reader(location, uri=uri, synchronous=self._synchronous)
-                self._reader_at = (location, uri)
-                if not self._read_only:
-                    self._housekeeper = ThreadPoolExecutor(
-                        1, thread_name_prefix="cairnq-checkpoint"
-                    )
-                    self._checkpointer = await asyncio.get_running_loop().run_in_executor(
-                        self._housekeeper,
-                        sync.open_checkpointer,
-                        location,
-                        uri,
-                        self._synchronous,
-                    )
-        except BaseException:
-            if self._housekeeper is not None:
-                self._housekeeper.shutdown(wait=False)
-                self._housekeeper = None
-            await conn.close()
-            raise
-        self._next_statistics = time.monotonic() + _STATISTICS_EVERY_S
-        self._post = self._poster(conn)
-        self._group = GroupCommit(
-            raw, self._owner, self._post, self._locked_error, self._wrote, inline=not self._offload
-        )
-        self._conn, self._raw = conn, raw
+            # open_database raises a busy database as it is: locked, not broken.
+            fault = sqlite_fault(exc, self._path, self._busy_timeout_ms)
+            if fault is None:
+                fault = StoreUnavailable(f"cannot open SQLite database {self._path}: {exc}")
+            raise fault from exc
         if not self._memory:
-            self._data_version()  # the baseline of later commit watches (~10 µs, inline)
+            try:
+                self._reader = sync.open_reader(location, uri=uri, synchronous=self._synchronous)
+            except BaseException:
+                await self._writer.close()
+                raise
+            self._reader_at = (location, uri)
 
     async def close(self) -> None:
         """A barrier: accepted writes land, then the connections close.
@@ -446,11 +328,7 @@ class SQLiteStore(TaskStore):
         watches = list(self._watches.values())
         for watch in watches:
             watch.close()
-        while self._inflight or (self._group is not None and not self._group.idle):
-            if self._inflight:
-                await self._idle.wait()
-            else:
-                await asyncio.sleep(0.001)  # the writer thread drains the last batch
+        await self._writer.drain()
         self.signals.release_all()
         if self._reader is not None:
             with self._reader_lock:
@@ -462,41 +340,20 @@ class SQLiteStore(TaskStore):
             )
             self._inspect_thread.shutdown(wait=False)
             self._inspect_thread = None
-        conn, self._conn, self._raw = self._conn, None, None
-        checkpointer, self._checkpointer = self._checkpointer, None
-        housekeeper, self._housekeeper = self._housekeeper, None
-        if housekeeper is not None:
-            loop = asyncio.get_running_loop()
-            if checkpointer is not None:
-                # After any checkpoint still queued there (FIFO), and any RESTART
-                # one of them handed to the writer thread.
-                await loop.run_in_executor(housekeeper, _forget)
-                if conn is not None:
-                    await self._on_thread(conn, _forget)
-                await loop.run_in_executor(housekeeper, checkpointer.close)
-            housekeeper.shutdown(wait=False)
-        if conn is not None:
-            await conn.close()
+        await self._writer.close()
         for watch in watches:
             await watch.released()
 
     # -- plumbing --------------------------------------------------------------------
 
-    @staticmethod
-    async def _on_thread(conn: aiosqlite.Connection, fn: Callable[..., R], *args: Any) -> R:
-        # aiosqlite.Connection._execute(fn, *args) runs a callable on the
-        # connection's own thread. It is private but has been stable since
-        # aiosqlite 0.11, and it is what lets a whole operation cost one round
-        # trip to that thread instead of one per statement (docs/engine.md, "Stores").
-        return cast(R, await cast(Any, conn)._execute(fn, *args))
-
-    async def _ready(self) -> tuple[aiosqlite.Connection, sqlite3.Connection]:
+    async def _ready(self) -> sqlite3.Connection:
+        """The writer connection, connecting first if needed."""
         if self._closed:
             raise StoreClosed(f"store {self._path} is closed")
-        if self._conn is None:
+        if self._writer.raw is None:
             await self.connect()
-        assert self._conn is not None and self._raw is not None
-        return self._conn, self._raw
+        assert self._writer.raw is not None
+        return self._writer.raw
 
     def _check_writable(self, what: str) -> None:
         if self._read_only:
@@ -505,7 +362,7 @@ class SQLiteStore(TaskStore):
     def _locked_error(self, cause: BaseException | None = None) -> StoreLocked:
         """``StoreLocked`` for a write whose busy budget ran out (``cause``: SQLite's error)."""
         error = locked(self._path, self._busy_timeout_ms)
-        error.__cause__ = cause if cause is not None else self._last_busy
+        error.__cause__ = cause
         return error
 
     @contextlib.contextmanager
@@ -519,184 +376,19 @@ class SQLiteStore(TaskStore):
                 raise
             raise fault from exc
 
-    @staticmethod
-    def _poster(conn: aiosqlite.Connection) -> Callable[[Callable[[], None]], None]:
-        # Fire-and-forget work for the writer thread (a contended group-commit
-        # drain, checkpoints, statistics), posted from plain callbacks and from
-        # that thread itself, where aiosqlite's coroutine _execute cannot run.
-        # This puts on the same private queue _execute uses; ``None`` = no
-        # future to resolve, which aiosqlite's worker accepts.
-        tx = cast(Any, conn)._tx
-
-        def post(fn: Callable[[], None]) -> None:
-            tx.put_nowait((None, fn))
-            # aiosqlite's worker holds the last job it ran until the next one
-            # arrives. A job that refers to this store (a drain, a COMMIT that
-            # lets go of the connection) would keep a store nobody closed, and
-            # so the non-daemon thread, alive forever: a no-op takes its place.
-            tx.put_nowait((None, _forget))
-
-        return post
-
-    async def _session_free(self) -> None:
-        """Wait until no claim session holds the connection's transaction."""
-        while self._session_lock.locked():
-            async with self._session_lock:
-                pass
-
     async def _retrying(self, fn: Callable[..., R], *args: Any, commits: bool = True) -> R:
-        """Run ``fn(raw, *args)`` on the writer connection, backing off on ``Busy``.
+        """Run ``fn(raw, *args)`` on the writer connection (``SQLiteWriter.run``).
 
-        Inline is safe because the writer's ``busy_timeout`` is 0: SQLite never
-        waits here, it only does its own work (~0.1 ms for a transaction), and a
-        lock held elsewhere comes back as ``sync.Busy`` at once, to be waited out
-        by ``asyncio.sleep``. A ``fn`` that ``commits`` under ``synchronous=FULL``
-        runs on the writer thread instead (its COMMIT waits for the disk). ``fn``
-        starts and ends with no transaction open and raises ``Busy`` only when
-        nothing was done (a bare statement or a BEGIN was refused). Raises
-        ``StoreLocked`` once the budget is spent.
+        Raises ``StoreLocked`` once the busy budget is spent, and storage faults
+        as engine errors.
         """
-        conn, raw = await self._ready()
-        off_loop = commits and self._offload
-        self._inflight += 1
-        self._idle.clear()
-        try:
-            deadline = time.monotonic() + self._busy_timeout_ms / 1000
-            attempt = 0
-            ran = False
-            waiting = False
-            cause: BaseException | None = None
-            while True:
-                await self._session_free()
-                # Not owned: another thread's loop is flushing, or the writer
-                # thread is waiting out a lock for queued writes. Both are brief,
-                # and a drain lets a caller that waits for it go next.
-                owned = self._owner.acquire(blocking=False)
-                waiting = self._still_waiting(waiting, owned)
-                if owned:
-                    if off_loop:
-                        try:
-                            # The thread lets go of the connection itself, so a
-                            # cancelled caller cannot free it while it is in use.
-                            with self._faults():
-                                return await self._on_thread(
-                                    conn, self._then_release, fn, raw, *args
-                                )
-                        except sync.Busy as busy:
-                            cause = self._last_busy = busy.__cause__
-                    else:
-                        try:
-                            with self._faults():
-                                result = fn(raw, *args)
-                        except sync.Busy as busy:
-                            cause = self._last_busy = busy.__cause__
-                        else:
-                            ran = True
-                        finally:
-                            self._release_owner()
-                        if ran:
-                            await _yield_loop()  # after letting go of the connection
-                            return result
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise self._locked_error(cause)
-                await asyncio.sleep(min(backoff(attempt), remaining))
-                attempt += 1
-        finally:
-            self._still_waiting(waiting, True)
-            self._inflight -= 1
-            if not self._inflight:
-                self._idle.set()
-
-    def _still_waiting(self, was_waiting: bool, owned: bool) -> bool:
-        """Tell the group when this caller starts or stops waiting for the connection."""
-        waiting = not owned
-        if waiting != was_waiting and self._group is not None:
-            self._group.waiting(1 if waiting else -1)
-        return waiting
-
-    def _then_release(self, fn: Callable[..., R], *args: Any) -> R:
-        """On the writer thread: ``fn(*args)``, then let go of the connection."""
-        try:
-            return fn(*args)
-        finally:
-            self._release_owner()
-            if self._post is not None:
-                self._post(_forget)  # this job refers to the store: see _poster
-
-    def _release_owner(self) -> None:
-        self._owner.release()
-        if self._group is not None:
-            self._group.kick()  # writes another thread queued while we held it
-        self._wrote()
-
-    def _housekeep(self, job: Callable[[], None]) -> None:
-        """Run ``job`` (a checkpoint, statistics) on the housekeeping thread, FIFO."""
-        housekeeper = self._housekeeper
-        if housekeeper is None:
-            return
-        with contextlib.suppress(RuntimeError):  # shut down by close() just now
-            housekeeper.submit(job)
-
-    def _wrote(self) -> None:
-        """Count a write transaction; every so often checkpoint the WAL off-loop.
-
-        The writer's automatic checkpoint is off: it would run inside an inline
-        commit and fsync on the event loop (measured: 1% of submits took 2.5 ms).
-        Passive checkpoints run on the housekeeping thread instead, one at a
-        time and alongside the writer thread's commits, not queued in line with
-        them: there each took 3 ms or more of disk time (two fsyncs) that the
-        next commit waited behind, ~25 % of a sequential submit's time under
-        FULL (bench/README.md). Once the WAL passed ``WAL_RESTART_FRAMES``, the
-        RESTART that rewinds it goes to the writer thread, between commits:
-        from another thread it made this store's writers meet SQLITE_BUSY and
-        sleep through backoffs. Until it ran, no other checkpoint is queued (and
-        the checkpointer connection is used by one thread at a time).
-        """
-        self._writes += 1
-        if (
-            self._writes < _CHECKPOINT_EVERY
-            or self._checkpoint_queued
-            or self._checkpointer is None
-        ):
-            return
-        self._writes = 0
-        self._checkpoint_queued = True
-        checkpointer = self._checkpointer
-
-        def restart() -> None:
-            # On the writer thread. Whoever holds the writer connection may have
-            # a transaction open whose COMMIT is queued on this very thread,
-            # behind this job: a RESTART would wait its whole busy timeout for
-            # that writer (measured: a 250 ms stall every 32 worker cycles). So
-            # it runs only while it holds the connection itself, else after the
-            # next write.
-            try:
-                if not self._owner.acquire(blocking=False):
-                    self._writes = _CHECKPOINT_EVERY
-                    return
-                try:
-                    sync.checkpoint_restart(checkpointer)
-                finally:
-                    self._owner.release()
-                    if self._group is not None:
-                        self._group.kick()  # writes queued while the checkpoint held it
-            finally:
-                self._checkpoint_queued = False
-
-        def run() -> None:
-            frames = sync.checkpoint_passive(checkpointer)
-            post = self._post
-            if frames is None or frames < WAL_RESTART_FRAMES or post is None or self._closed:
-                self._checkpoint_queued = False
-                return
-            post(restart)
-
-        self._housekeep(run)
+        await self._ready()
+        with self._faults():
+            return await self._writer.run(fn, *args, commits=commits)
 
     async def _fetch(self, sql: str, params: dict[str, Any]) -> sync.Rows:
         """A read: inline on the reader when it can answer at once, else on the writer."""
-        if self._closed or self._conn is None:
+        if self._closed or self._writer.raw is None:
             await self._ready()
         reader = self._reader
         if reader is not None and self._reader_lock.acquire(blocking=False):
@@ -711,29 +403,16 @@ class SQLiteStore(TaskStore):
             finally:
                 self._reader_lock.release()
             if rows is not None:
-                await _yield_loop()
+                await yield_loop()
                 return rows
         return await self._retrying(sync.fetch, sql, params, commits=False)
 
     async def _write(self, sql: str, params: dict[str, Any]) -> tuple[int, sync.Rows]:
         """A single-statement write through group commit; ``(now_ms, rows)`` after COMMIT."""
-        if self._group is None or self._closed:
+        if self._writer.raw is None or self._closed:
             await self._ready()
-        assert self._group is not None
         with self._faults():
-            return await self._group.submit(sql, params, self._busy_timeout_ms / 1000)
-
-    def _refresh_statistics_if_due(self) -> None:
-        """Planner statistics at most every 60 s, on the housekeeping thread (never inline).
-
-        The slot is reserved first so concurrent claims do not all refresh.
-        """
-        now = time.monotonic()
-        if now < self._next_statistics or self._checkpointer is None:
-            return
-        self._next_statistics = now + _STATISTICS_EVERY_S
-        checkpointer = self._checkpointer
-        self._housekeep(lambda: sync.refresh_statistics_waiting(checkpointer))
+            return await self._writer.write(sql, params)
 
     # -- submit ----------------------------------------------------------------------
 
@@ -832,7 +511,7 @@ class SQLiteStore(TaskStore):
         text = self._read_statement_text(name)
         bound = dict(params)
         sql = specialise(text, frozenset(k for k, v in bound.items() if v is not None))
-        if self._closed or self._conn is None:
+        if self._closed or self._writer.raw is None:
             await self._ready()
         if self._reader_at is not None:
             if self._inspect_thread is None:
@@ -926,33 +605,17 @@ class SQLiteStore(TaskStore):
 
     def _with_commits(self, wake: Wake) -> Wake:
         """Add another connection's next commit to what fires ``wake``."""
-        if self._memory or self._closed or self._raw is None:
+        if self._memory or self._closed or self._writer.raw is None:
             return wake  # an in-memory database has no other connection
         watch = self._watches.get(wake.loop)
         if watch is None:
             # A URI's file is not a plain path: watch it by polling.
             path = None if self._uri else os.path.realpath(self._path)
             watch = self._watches[wake.loop] = CommitWatch(
-                self._data_version, path, self._last_version
+                self._writer.data_version, path, self._writer.last_version
             )
         watch.add(wake)
         return wake
-
-    def _data_version(self) -> int | None:
-        """The writer's ``data_version`` (unchanged by its own commits); None if busy."""
-        raw = self._raw
-        if raw is None or not self._owner.acquire(blocking=False):
-            return None
-        try:
-            row = raw.execute("pragma data_version").fetchone()
-        except sqlite3.Error:
-            return None
-        finally:
-            self._owner.release()
-            if self._group is not None:
-                self._group.kick()  # a drain that found the connection taken gave up
-        self._last_version = int(row[0])
-        return self._last_version
 
     # -- claims --------------------------------------------------------------------------
 
@@ -999,7 +662,7 @@ class SQLiteStore(TaskStore):
             (_sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON}),
             (sql, params),
         ]
-        self._refresh_statistics_if_due()
+        self._writer.refresh_statistics_if_due()
         recovered, claimed = await self._retrying(sync.transaction, steps)
         self._announce_recovered(recovered)
         tasks = in_claim_order(_task(r) for r in claimed)
@@ -1030,20 +693,12 @@ class SQLiteStore(TaskStore):
         self._check_writable("claim_session")
         if not await self._probe(queues, names):
             return None
-        conn, raw = await self._ready()
-        self._inflight += 1
-        self._idle.clear()
-        try:
-            return await self._run_session(conn, raw, queues, worker_id, lease_ms, plan)
-        finally:
-            self._inflight -= 1
-            if not self._inflight:
-                self._idle.set()
+        await self._ready()
+        with self._writer.in_flight():
+            return await self._run_session(queues, worker_id, lease_ms, plan)
 
     async def _run_session(
         self,
-        conn: aiosqlite.Connection,
-        raw: sqlite3.Connection,
         queues: builtins.list[str],
         worker_id: str,
         lease_ms: int,
@@ -1051,58 +706,20 @@ class SQLiteStore(TaskStore):
     ) -> tuple[T, builtins.list[Task]]:
         recover = _sql("recover_leases")
         recover_params = {"lease_expired_error": LEASE_EXPIRED_JSON}
-        recovered = await self._begin_session(lambda: sync.begin_with(raw, recover, recover_params))
+        with self._faults():
+            recovered = await self._writer.begin_session(
+                lambda raw: sync.begin_with(raw, recover, recover_params)
+            )
         try:
             with self._faults():
-                value = await self._plan_and_commit(conn, raw, queues, worker_id, lease_ms, plan)
+                value = await self._plan_and_commit(queues, worker_id, lease_ms, plan)
         finally:
-            self._end_session()
-        await _yield_loop()
+            self._writer.end_session()
+        await yield_loop()
         return value, [_task(row) for row in recovered]
-
-    async def _begin_session(self, begin: Callable[[], R]) -> R:
-        """Take the session lock and the connection, then ``begin()`` (inline).
-
-        Backs off while ``begin`` raises ``sync.Busy`` (BEGIN refused, nothing
-        done) until ``busy_timeout_ms`` is spent. On return the caller holds
-        the session lock and the connection, and ``begin`` left its
-        transaction open (or ended it, if it says so in its value).
-        """
-        deadline = time.monotonic() + self._busy_timeout_ms / 1000
-        attempt = 0
-        self._refresh_statistics_if_due()
-        waiting = False
-        cause: BaseException | None = None
-        try:
-            while True:
-                await self._session_lock.acquire()
-                # Inline, like _retrying: nothing here waits inside SQLite.
-                owned = self._owner.acquire(blocking=False)
-                waiting = self._still_waiting(waiting, owned)
-                if owned:
-                    try:
-                        with self._faults():
-                            return begin()
-                    except sync.Busy as busy:
-                        cause = self._last_busy = busy.__cause__
-                        self._owner.release()
-                    except BaseException:
-                        self._owner.release()
-                        self._end_session()
-                        raise
-                self._end_session()
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise self._locked_error(cause)
-                await asyncio.sleep(min(backoff(attempt), remaining))
-                attempt += 1
-        finally:
-            self._still_waiting(waiting, True)
 
     async def _plan_and_commit(
         self,
-        conn: aiosqlite.Connection,
-        raw: sqlite3.Connection,
         queues: builtins.list[str],
         worker_id: str,
         lease_ms: int,
@@ -1114,6 +731,8 @@ class SQLiteStore(TaskStore):
         (the session lock stays the caller's). A failed plan or COMMIT rolls
         everything back and raises.
         """
+        raw = self._writer.raw
+        assert raw is not None
 
         async def draw(draw_names: Sequence[str] | None, limit: int) -> builtins.list[Task]:
             variant = self._draw_variant(queues, draw_names, limit)
@@ -1127,19 +746,9 @@ class SQLiteStore(TaskStore):
             value = await plan(draw)
         except BaseException:
             # Even a cancelled session leaves no transaction open.
-            sync.rollback(raw)
-            self._release_owner()
+            self._writer.abort_session()
             raise
-        # sync.commit rolls back by itself if the COMMIT fails.
-        if self._offload:
-            # A COMMIT that fsyncs waits on the writer thread, which lets go
-            # of the connection after it even if this caller is cancelled.
-            await self._on_thread(conn, self._then_release, sync.commit, raw)
-        else:
-            try:
-                sync.commit(raw)
-            finally:
-                self._release_owner()
+        await self._writer.commit_session()
         return value
 
     async def _completing_claim(
@@ -1151,40 +760,34 @@ class SQLiteStore(TaskStore):
         Raises ``StoreLocked`` if the database stayed locked for ``busy_timeout_ms``.
         """
         del single_draw
-        conn, raw = await self._ready()
+        await self._ready()
         settle = (_sql("complete_many"), {"ids": _json.dumps(ids), "worker_id": args.worker_id})
         recover = (_sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON})
-        self._inflight += 1
-        self._idle.clear()
-        try:
-            started = await self._begin_session(lambda: sync.begin_settling(raw, settle, recover))
+        with self._writer.in_flight():
+            with self._faults():
+                started = await self._writer.begin_session(
+                    lambda raw: sync.begin_settling(raw, settle, recover)
+                )
             value: T | None = None
             try:
                 if isinstance(started, Exception):
                     # The statements were rolled back with their transaction.
-                    self._release_owner()
+                    self._writer.release()
                     return started
                 try:
                     with self._faults():
                         value = await self._plan_and_commit(
-                            conn, raw, args.queues, args.worker_id, args.lease_ms, plan
+                            args.queues, args.worker_id, args.lease_ms, plan
                         )
                 except Exception as exc:
                     return exc
             finally:
-                self._end_session()
-        finally:
-            self._inflight -= 1
-            if not self._inflight:
-                self._idle.set()
+                self._writer.end_session()
         settled_rows, recovered = started
-        await _yield_loop()
+        await yield_loop()
         return CompletingClaim(
             {row[0] for row in settled_rows}, value, None, [_task(r) for r in recovered]
         )
-
-    def _end_session(self) -> None:
-        self._session_lock.release()
 
     # -- owned writes ----------------------------------------------------------------------
 

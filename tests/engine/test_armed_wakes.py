@@ -138,7 +138,7 @@ async def test_a_completion_in_this_process_hands_its_row_to_the_wake(store: Tas
         wake.close()
 
 
-@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("new_store", ["sqlite"], indirect=True)
 async def test_sqlite_polls_where_notifications_are_unavailable(
     store: TaskStore, child: Child, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -159,7 +159,7 @@ async def test_sqlite_polls_where_notifications_are_unavailable(
         await polling.close()
 
 
-@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("new_store", ["sqlite"], indirect=True)
 async def test_sqlite_uses_file_notifications_on_linux(store: TaskStore) -> None:
     if not _sqlite_commits.notifications_available():
         pytest.skip("no file-change notifications on this platform")

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from worker_support import DIALECTS, connected, finished, open_store
+from worker_support import finished
 
 from engine import Task, TaskStore, Worker
 
@@ -25,12 +24,6 @@ ROUNDS = 10
 #: Submit order and priorities: equal priorities interleave with higher and lower
 #: ones, so neither insertion order nor priority alone gives the claim order.
 PRIORITIES = (0, 0, 5, 0, 5, -1, 0)
-
-
-@pytest.fixture(params=DIALECTS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
-    async for s in connected(open_store(request, tmp_path)):
-        yield s
 
 
 def claim_order(tasks: Sequence[Task]) -> list[str]:

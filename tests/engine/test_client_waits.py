@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from worker_support import DIALECTS, connected, eventually, open_store
+from worker_support import eventually
 
 from engine import (
     CairnQ,
@@ -32,12 +32,6 @@ from engine.store.postgres import PostgresStore
 from engine.store.sqlite import SQLiteStore
 
 T = TypeVar("T")
-
-
-@pytest.fixture(params=DIALECTS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
-    async for s in connected(open_store(request, tmp_path)):
-        yield s
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ the Inspector's answers against what those operations returned.
 from __future__ import annotations
 
 import pytest
+from schema_names import statement_names
 
 from engine._inspect_search import normalise_id_prefix, prefix_range
-from engine._sql import statement_names
 from engine.inspection import CappedCount, Inspector, TaskFilter
 from engine.store import TaskStore
 

@@ -14,33 +14,15 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from schema_names import POSTGRES_MIGRATIONS, TASK_INDEXES
 
 from engine import PostgresStore, ProtocolVersionMismatch, SchemaMismatch
 from engine._sql import migrations
 
-EXPECTED_LEDGER = [
-    "0001_init.sql",
-    "0002_purge_index.sql",
-    "0003_notify.sql",
-    "0004_lease_index.sql",
-    "0005_clear_terminal_lease.sql",
-    "0006_claim_name_index.sql",
-    "0007_purge_status_index.sql",
-    "0008_claim_due_index.sql",
-    "0009_purge_queue_index.sql",
-    "0010_drop_status_index.sql",
-]
+EXPECTED_LEDGER = POSTGRES_MIGRATIONS
 EXPECTED_INDEXES = {
     "cairnq_tasks_pkey",
-    "cairnq_tasks_claim_idx",
-    "cairnq_tasks_claim_name_idx",
-    "cairnq_tasks_name_idx",
-    "cairnq_tasks_root_idx",
-    "cairnq_tasks_correlation_idx",
-    "cairnq_tasks_completed_idx",
-    "cairnq_tasks_lease_idx",
-    "cairnq_tasks_status_completed_idx",
-    "cairnq_tasks_queue_completed_idx",
+    *TASK_INDEXES,
     "cairnq_task_keys_pkey",
     "cairnq_meta_pkey",
     "cairnq_migrations_pkey",

@@ -8,15 +8,16 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from worker_support import DIALECTS, eventually, open_store
+from worker_support import eventually
 
 from engine import CairnQ, Retention, RetentionRule, TaskStore
 from engine.store.sqlite import SQLiteStore
 
 
-@pytest.fixture(params=DIALECTS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> TaskStore:
-    return open_store(request, tmp_path)
+@pytest.fixture
+def store(new_store: TaskStore) -> TaskStore:
+    """Not connected: a retention sweeper starts with the store's connect."""
+    return new_store
 
 
 @pytest.mark.parametrize(

@@ -67,7 +67,7 @@ def trace(store: SQLiteStore) -> Iterator[list[str]]:
     COMMIT fall around a batch.
     """
     seen: list[str] = []
-    raw = store._raw
+    raw = store._writer.raw
     assert raw is not None
     raw.set_trace_callback(seen.append)
     yield seen
@@ -114,7 +114,8 @@ async def test_failing_statement_fails_only_its_caller(
     assert count(sqlite_path, "select value from cairnq_meta where key = 'protocol_version'") == 1
     assert sum(1 for s in trace if s.lower() == "begin immediate") >= 1
     # The connection is not left inside a transaction.
-    assert store._raw is not None and not store._raw.in_transaction
+    raw = store._writer.raw
+    assert raw is not None and not raw.in_transaction
 
 
 async def test_close_is_a_barrier(sqlite_path: Path) -> None:

@@ -191,10 +191,9 @@ async def test_a_restart_checkpoint_runs_between_the_writer_threads_commits(
     Run from the housekeeping thread it made this store's own writes meet
     SQLITE_BUSY and sleep through backoffs; on the writer thread, between
     commits, they queue behind it instead."""
-    import engine.store.sqlite as sqlite_module
-    from engine.store import _sqlite_group
+    from engine.store import _sqlite_group, _sqlite_writer
 
-    monkeypatch.setattr(sqlite_module, "WAL_RESTART_FRAMES", 64)
+    monkeypatch.setattr(_sqlite_writer, "WAL_RESTART_FRAMES", 64)
     refused: list[int] = []
     real_batch = _sqlite_group.sync.run_batch
 
@@ -255,9 +254,10 @@ LEAKED_STORE_SCRIPT = textwrap.dedent(
 
 
 def test_a_store_nobody_closed_does_not_keep_its_thread_alive(sqlite_path: Path) -> None:
-    """aiosqlite's thread is not a daemon: if the last job it ran still pointed
-    at the store, a store dropped without ``close()`` was never collected and
-    the interpreter never exited."""
+    """A store dropped without ``close()`` is collected and its writer thread
+    ends: the thread keeps no reference to the jobs it ran (with aiosqlite's
+    thread, which held its last job, such a store was never collected and the
+    interpreter never exited)."""
     result = subprocess.run(
         [sys.executable, "-c", LEAKED_STORE_SCRIPT, str(sqlite_path)],
         timeout=120,
@@ -280,13 +280,14 @@ async def test_a_checkpoint_waits_for_no_transaction_of_the_store_itself(
     the next write. (The passive checkpoints, on the housekeeping thread,
     never wait for a writer; every checkpoint here escalates to a RESTART.)
     """
-    import engine.store.sqlite as sqlite_module
+    from engine.store import _sqlite_writer
 
-    monkeypatch.setattr(sqlite_module, "WAL_RESTART_FRAMES", 0)
+    monkeypatch.setattr(_sqlite_writer, "WAL_RESTART_FRAMES", 0)
     store = SQLiteStore(sqlite_path)
     await store.connect()
-    raw, conn = store._raw, store._conn
-    assert raw is not None and conn is not None
+    writer = store._writer
+    raw, thread = writer.raw, writer._thread
+    assert raw is not None and thread is not None
     during: list[bool] = []
 
     def on_statement(sql: str) -> None:
@@ -312,19 +313,19 @@ async def test_a_checkpoint_waits_for_no_transaction_of_the_store_itself(
         )
         await inside.wait()
         assert raw.in_transaction
-        store._writes = 10**6  # a checkpoint is due: the next count posts one
-        store._wrote()
-        await store._on_thread(conn, lambda: None)  # the writer thread got past it
+        writer._writes = 10**6  # a checkpoint is due: the next count posts one
+        writer._wrote()
+        await thread.call(lambda: None)  # the writer thread got past it
         go_on.set()
         assert len(await session) == 1
         await store.submit(name="job")  # a write after: the deferred checkpoint runs
         # The drain that counted it, the passive checkpoint it queued on the
         # housekeeping thread, then the RESTART that one handed back.
-        await store._on_thread(conn, lambda: None)
-        housekeeper = store._housekeeper
+        await thread.call(lambda: None)
+        housekeeper = writer._housekeeper
         assert housekeeper is not None
         await asyncio.get_running_loop().run_in_executor(housekeeper, lambda: None)
-        await store._on_thread(conn, lambda: None)
+        await thread.call(lambda: None)
     finally:
         await store.close()
     assert during and not any(during), during

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from schema_names import SQLITE_MIGRATIONS, TASK_INDEXES
 
 from engine import (
     ProtocolVersionMismatch,
@@ -18,17 +19,7 @@ from engine import (
 )
 from engine._sql import statement
 
-MIGRATIONS = [
-    "0001_init.sql",
-    "0002_purge_index.sql",
-    "0004_lease_index.sql",
-    "0005_clear_terminal_lease.sql",
-    "0006_claim_name_index.sql",
-    "0007_purge_status_index.sql",
-    "0008_claim_due_index.sql",
-    "0009_purge_queue_index.sql",
-    "0010_drop_status_index.sql",
-]
+MIGRATIONS = SQLITE_MIGRATIONS
 COLUMNS = [
     "id", "name", "queue", "status", "payload", "result", "error", "metadata", "progress",
     "message", "attempt", "max_attempts", "priority", "worker_id", "lease_until_ms",
@@ -76,17 +67,7 @@ async def test_fresh_database_final_schema(sqlite_path: Path) -> None:
             "select name from sqlite_master where type = 'index' and name not like 'sqlite_%'",
         )
     }
-    assert indexes == {
-        "cairnq_tasks_claim_idx",
-        "cairnq_tasks_claim_name_idx",
-        "cairnq_tasks_name_idx",
-        "cairnq_tasks_root_idx",
-        "cairnq_tasks_correlation_idx",
-        "cairnq_tasks_completed_idx",
-        "cairnq_tasks_lease_idx",
-        "cairnq_tasks_status_completed_idx",
-        "cairnq_tasks_queue_completed_idx",
-    }
+    assert indexes == TASK_INDEXES
     claim = query(sqlite_path, "pragma index_xinfo(cairnq_tasks_claim_idx)")
     assert [(r[2], r[3]) for r in claim if r[5]] == [
         ("queue", 0),

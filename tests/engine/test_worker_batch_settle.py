@@ -7,20 +7,11 @@ have with one ``complete`` per task.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-from worker_support import DIALECTS, connected, finished, open_store
+from worker_support import finished
 
 from engine import TaskStore, Worker
-
-
-@pytest.fixture(params=DIALECTS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
-    async for s in connected(open_store(request, tmp_path)):
-        yield s
 
 
 async def test_batch_leftovers_each_get_their_own_outcome(store: TaskStore) -> None:

@@ -16,23 +16,16 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from worker_support import DIALECTS, connected, eventually, finished, open_store
+from worker_support import DIALECTS, eventually, finished
 
 from engine import CairnQ, PostgresStore, TaskStore, Worker
 
 #: More hung calls than the loop's default executor has threads (min(32, cpus + 4)),
 #: which is what every later ``def`` call queued behind before the fix.
 HUNG = min(32, (os.cpu_count() or 1) + 4)
-
-
-@pytest.fixture(params=DIALECTS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
-    async for s in connected(open_store(request, tmp_path)):
-        yield s
 
 
 async def test_hung_def_handlers_cost_only_their_own_calls(store: TaskStore) -> None:

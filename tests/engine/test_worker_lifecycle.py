@@ -12,20 +12,13 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from worker_support import DIALECTS, Overlap, connected, eventually, finished, open_store
+from worker_support import DIALECTS, Overlap, eventually, finished
 
 from engine import CairnQ, StoreClosed, TaskDef, TaskStore, Worker
 from engine.store.sqlite import SQLiteStore
-
-
-@pytest.fixture(params=DIALECTS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
-    async for s in connected(open_store(request, tmp_path)):
-        yield s
 
 
 def test_registration_rejects_bad_limits(tmp_path: Path) -> None:

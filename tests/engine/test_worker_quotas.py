@@ -8,20 +8,13 @@ draw, to pin down rotation and the per-poll resource tally exactly.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import pytest
-from worker_support import DIALECTS, Overlap, connected, finished, open_store, submit_many
+from worker_support import Overlap, finished, submit_many
 
 from engine import Task, TaskStore, Worker
 from engine._worker_plan import InFlight, Source, plan_poll
-
-
-@pytest.fixture(params=DIALECTS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
-    async for s in connected(open_store(request, tmp_path)):
-        yield s
 
 
 def fake_task(name: str, i: int) -> Task:

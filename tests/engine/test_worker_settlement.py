@@ -5,19 +5,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
-from worker_support import DIALECTS, Overlap, connected, eventually, finished, open_store
+from worker_support import Overlap, eventually, finished
 
 from engine import LostLease, SerializationError, TaskError, TaskStore, UnsupportedBackend, Worker
-
-
-@pytest.fixture(params=DIALECTS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
-    async for s in connected(open_store(request, tmp_path)):
-        yield s
 
 
 def fast_worker(store: TaskStore, **kwargs: object) -> Worker:

@@ -1,5 +1,6 @@
-"""Shared pieces of the worker and client tests: a store on each dialect, overlap
-recorders fed by real handlers, and polling helpers with generous deadlines.
+"""Shared pieces of the worker and client tests: overlap recorders fed by real
+handlers, and polling helpers with generous deadlines. (The store on each
+dialect is the ``store`` fixture of ``conftest.py``.)
 """
 
 from __future__ import annotations
@@ -7,31 +8,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable
-from pathlib import Path
+from collections.abc import Callable, Iterable
 
-import pytest
 from store_support import DIALECTS as DIALECTS  # shared with the store suite
 
 from engine import CairnQ, Task, TaskStore
-from engine.store.postgres import PostgresStore
-from engine.store.sqlite import SQLiteStore
-
-
-def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> TaskStore:
-    """A new store on a fresh SQLite file or a throwaway Postgres schema."""
-    if request.param == "sqlite":
-        return SQLiteStore(tmp_path / "tasks.db")
-    dsn = request.getfixturevalue("pg_dsn")
-    return PostgresStore(dsn, schema=request.getfixturevalue("pg_schema"), max_size=4)
-
-
-async def connected(store: TaskStore) -> AsyncIterator[TaskStore]:
-    await store.connect()
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 class Overlap:

@@ -19,36 +19,16 @@ from typing import Any
 import psycopg
 import pytest
 from interop_support import Backend, cairnq, ledger, meta, rows
+from schema_names import SQLITE_MIGRATIONS, TASK_INDEXES
 
 from engine.store.postgres import PostgresStore
 from engine.store.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.peer
 
-SQLITE_LEDGER = [
-    "0001_init.sql",
-    "0002_purge_index.sql",
-    "0004_lease_index.sql",
-    "0005_clear_terminal_lease.sql",
-    "0006_claim_name_index.sql",
-    "0007_purge_status_index.sql",
-    "0008_claim_due_index.sql",
-    "0009_purge_queue_index.sql",
-    "0010_drop_status_index.sql",
-]
+SQLITE_LEDGER = SQLITE_MIGRATIONS
 POSTGRES_LEDGER = sorted([*SQLITE_LEDGER, "0003_notify.sql"])
 META = [("protocol_version", "1"), ("schema_version", "10")]
-TASK_INDEXES = {
-    "cairnq_tasks_claim_idx",
-    "cairnq_tasks_claim_name_idx",
-    "cairnq_tasks_name_idx",
-    "cairnq_tasks_root_idx",
-    "cairnq_tasks_correlation_idx",
-    "cairnq_tasks_completed_idx",
-    "cairnq_tasks_lease_idx",
-    "cairnq_tasks_status_completed_idx",
-    "cairnq_tasks_queue_completed_idx",
-}
 
 
 def tokens(sql: str) -> list[str]:

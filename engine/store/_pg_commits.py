@@ -1,4 +1,7 @@
-"""LISTEN on ``cairnq_queued`` / ``cairnq_done`` and feed the notifications into ``Signals``.
+"""Wakeups from other connections' commits on Postgres: LISTEN, fed into ``Signals``.
+
+The Postgres counterpart of ``_sqlite_commits``: LISTEN on ``cairnq_queued`` /
+``cairnq_done`` (the protocol's triggers NOTIFY on commit).
 
 One dedicated connection outside the pool (a pooled connection would be handed
 to other operations between notifications). Notifications only shorten sleeps,
@@ -27,8 +30,8 @@ _MAX_BACKOFF_S = 30.0
 log = logging.getLogger(__name__)
 
 
-class Listener:
-    """A background task holding one LISTEN connection for a store."""
+class CommitWatch:
+    """Another connection's commits, heard through one LISTEN connection of the store."""
 
     def __init__(self, conninfo: str, kwargs: Mapping[str, Any], signals: Signals) -> None:
         self._conninfo = conninfo
