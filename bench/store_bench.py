@@ -381,7 +381,7 @@ def floor_cancel(conn: Any, n: int) -> float:
 def floor_purge(conn: Any, n: int) -> float:
     """The store's purge DELETE (name filter, limit 100), autocommit, repeated."""
     from engine._sql import statement
-    from engine.store.sqlite import purge_statement
+    from engine.store._sqlite_operations import purge_statement
 
     ids = _raw_queued(conn, n, "bench.purge")
     cancel_sql = statement("sqlite", "cancel")

@@ -4,9 +4,9 @@ The console's dialogs (``controls.py``) and the ``cairnq-tui`` subcommands
 (``cairnq_tui/ops``) both count with the engine's ``Inspector`` and write through
 the engine's client, with the same caps and rules: a bulk cancel or retry touches
 at most ``BULK_CAP`` tasks, a purge deletes terminal tasks completed before a
-cutoff, in batches of ``PURGE_BATCH``. A submit is the engine's ``submit_outcome``
-(the console calls it directly; ``submit`` here turns a reject into an outcome
-for the command line). Nothing here imports Textual.
+cutoff (or the listed ids that are terminal), in batches of ``PURGE_BATCH``. A
+submit is the engine's ``submit_outcome`` (the console calls it directly;
+``submit`` here turns a reject into an outcome for the command line). Nothing here imports Textual.
 """
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ from dataclasses import dataclass
 
 from engine import AlreadyExists, CairnQ, Task
 from engine.inspection import Inspector, TaskFilter
+
+#: Ids read per status lookup (``Inspector.summaries`` takes at most 1,000).
+_LOOKUP_BATCH = 1_000
 
 #: The most tasks one "all matching" cancel or retry touches.
 BULK_CAP = 1_000
@@ -116,6 +119,43 @@ async def purge(
         if len(deleted) < batch:
             break
     return total
+
+
+@dataclass(frozen=True, slots=True)
+class IdSelection:
+    """The given ids sorted for a purge by id, each list in the order given:
+    ``terminal`` may be deleted, ``live`` are queued or running, ``missing`` are
+    not in the database."""
+
+    terminal: list[str]
+    live: list[str]
+    missing: list[str]
+
+
+async def purge_selection(inspector: Inspector, ids: Sequence[str]) -> IdSelection:
+    """Which of ``ids`` (duplicates dropped) a purge by id deletes, and which not."""
+    wanted = list(dict.fromkeys(ids))
+    status: dict[str, str] = {}
+    for start in range(0, len(wanted), _LOOKUP_BATCH):
+        for row in await inspector.summaries(wanted[start : start + _LOOKUP_BATCH]):
+            status[row.id] = row.status
+    return IdSelection(
+        terminal=[i for i in wanted if status.get(i) in TERMINAL],
+        live=[i for i in wanted if i in status and status[i] not in TERMINAL],
+        missing=[i for i in wanted if i not in status],
+    )
+
+
+async def purge_ids(
+    client: CairnQ, ids: Sequence[str], progress: Progress = _no_progress
+) -> list[str]:
+    """Delete the listed tasks that are terminal (the store checks again: a task
+    that went live meanwhile stays), batch by batch; the ids deleted."""
+    deleted: list[str] = []
+    for start in range(0, len(ids), PURGE_BATCH):
+        deleted += await client.store.purge_ids(list(ids[start : start + PURGE_BATCH]))
+        progress(len(deleted), len(ids))
+    return deleted
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,8 @@ async def workers(inspector: Inspector, *, limit: int = 10_000) -> list[WorkerLe
     for r in rows:
         entry = (str(r["id"]), str(r["name"]), str(r["queue"]), int(r["lease_until_ms"]))
         held.setdefault(r["worker_id"], []).append(entry)
+    # Expired means at or before now: recovery takes ``lease_until_ms <= now`` and an
+    # owned write needs ``lease_until_ms > now`` (PROTOCOL.md, the ownership predicate).
     out = [
         WorkerLeases(
             worker_id=worker_id,
@@ -31,7 +33,7 @@ async def workers(inspector: Inspector, *, limit: int = 10_000) -> list[WorkerLe
             names=tuple(sorted({t[1] for t in tasks})),
             queues=tuple(sorted({t[2] for t in tasks})),
             shortest_lease_left_ms=min(t[3] for t in tasks) - now,
-            expired_task_ids=tuple(t[0] for t in tasks if t[3] < now),
+            expired_task_ids=tuple(t[0] for t in tasks if t[3] <= now),
         )
         for worker_id, tasks in held.items()
     ]

@@ -28,7 +28,8 @@ _EXAMPLES = {
     "--key welcome-42 --on-conflict reject",
     "cancel": "cairnq-tui cancel prod --queue emails --status queued --dry-run",
     "retry": "cairnq-tui retry prod --status failed --name send_email --yes --confirm-target prod",
-    "purge": "cairnq-tui purge ./tasks.db --older-than 7d --status succeeded --limit 100000 --yes",
+    "purge": "cairnq-tui purge ./tasks.db --older-than 7d --status succeeded --limit 100000 --yes\n"
+    "  cairnq-tui purge prod task_01J9ZQ4M5N6P7Q8R9S0T1V2W3X --dry-run",
     "stats": "cairnq-tui stats postgresql://app@db/app --json",
     "failures": "cairnq-tui failures prod --since 24h",
     "doctor": "cairnq-tui doctor prod || echo 'needs attention'",

@@ -228,22 +228,22 @@ async def run_bulk(args: argparse.Namespace) -> int:
 def add_purge_parser(commands: Any, example: str) -> None:
     parser = commands.add_parser(
         "purge",
-        help="delete terminal tasks completed before a cutoff",
-        description="Delete terminal tasks (succeeded, failed, canceled) completed more than "
-        "--older-than ago (0: any age), with the keys pointing at them: the console's purge. "
-        f"At most --limit (default {actions.BULK_CAP:,}); prints the exact count and asks "
-        "first, unless --yes.",
+        help="delete terminal tasks by id, or completed before a cutoff",
+        description="Delete the given task ids that are terminal (succeeded, failed, "
+        "canceled), or the terminal tasks completed more than --older-than ago (0: any "
+        "age), with the keys pointing at them: the console's purge. Given ids that are "
+        "live or not found are left alone and counted. At most --limit (default "
+        f"{actions.BULK_CAP:,}); prints the exact count and asks first, unless --yes.",
         epilog=example,
         formatter_class=_RAW,
     )
     add_target_arguments(parser)
-    parser.add_argument("ids", nargs="*", metavar="ID", help=argparse.SUPPRESS)
+    parser.add_argument("ids", nargs="*", metavar="ID", help="task ids (or use --older-than)")
     parser.add_argument(
         "--older-than",
         type=duration_arg,
-        required=True,
         metavar="AGE",
-        help="completed more than AGE ago (e.g. 7d; 0 = any age)",
+        help="completed more than AGE ago (e.g. 7d; 0 = any age); required without ids",
     )
     parser.add_argument("--status", choices=actions.TERMINAL, help="only this terminal status")
     parser.add_argument("--queue", help="only this queue")
@@ -259,10 +259,14 @@ def add_purge_parser(commands: Any, example: str) -> None:
 
 async def run_purge(args: argparse.Namespace) -> int:
     if args.ids:
-        raise BadInput(
-            "purge takes no task ids: it deletes by cutoff and filters "
-            "(--older-than, --status, --queue, --name), as the console's purge does"
-        )
+        cutoff = (args.older_than, args.status, args.queue, args.name)
+        if any(option is not None for option in cutoff):
+            raise BadInput(
+                "give task ids or a cutoff (--older-than, --status, --queue, --name), not both"
+            )
+        return await _purge_by_id(args)
+    if args.older_than is None:
+        raise BadInput("give task ids, or --older-than AGE (0 = any age)")
     try:
         rule = actions.PurgeRule(args.older_than, args.queue, args.status, args.name)
     except ValueError as exc:
@@ -303,4 +307,43 @@ async def run_purge(args: argparse.Namespace) -> int:
         finally:
             progress.close()
     print(f"Purged {total:,} task(s).")
+    return EXIT_OK
+
+
+async def _purge_by_id(args: argparse.Namespace) -> int:
+    async with opened(args, write=not args.dry_run) as found:
+        chosen = await actions.purge_selection(found.inspector, args.ids)
+        ids = chosen.terminal[: args.limit]
+        left = [
+            f"{len(ids_):,} {what}"
+            for ids_, what in ((chosen.live, "not terminal"), (chosen.missing, "not found"))
+            if ids_
+        ]
+        if len(chosen.terminal) > len(ids):
+            left.append(f"{len(chosen.terminal) - len(ids):,} over --limit {args.limit:,}")
+        aside = f"; left alone: {', '.join(left)}" if left else ""
+        given = len(chosen.terminal) + len(chosen.live) + len(chosen.missing)
+        for task_id in chosen.live:
+            print(f"skipped {task_id}: it is not terminal", file=sys.stderr)
+        for task_id in chosen.missing:
+            print(f"skipped {task_id}: not found", file=sys.stderr)
+        if not ids:
+            print(f"No terminal task among the {given:,} given id(s){aside}; nothing to purge.")
+            return EXIT_OK
+        print(f"{len(ids):,} terminal task(s) to purge of the {given:,} given id(s){aside}.")
+        if args.dry_run:
+            for task_id in ids:
+                print(task_id)
+            print("Dry run: nothing written.")
+            return EXIT_OK
+        if not args.yes and not confirm(f"Delete {len(ids):,} task(s) for good?"):
+            raise Refused("not confirmed; nothing written")
+        progress = ProgressLine("purged")
+        try:
+            deleted = await actions.purge_ids(found.client, ids, progress)
+        finally:
+            progress.close()
+    gone = len(ids) - len(deleted)
+    changed = f"; {gone:,} had changed meanwhile and were left alone" if gone else ""
+    print(f"Purged {len(deleted):,} task(s){changed}.")
     return EXIT_OK

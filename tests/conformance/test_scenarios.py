@@ -136,9 +136,7 @@ def test_cli_runs_the_shared_scenarios_when_present() -> None:
     files = shared_files()
     require(files[0] if files else None)
     out = run_cli(str(shared_dir()))
-    assert last_line(out) == [f"{SHARED_SCENARIO_COUNT} passed, 0 failed"], (
-        out.stdout + out.stderr
-    )
+    assert last_line(out) == [f"{SHARED_SCENARIO_COUNT} passed, 0 failed"], out.stdout + out.stderr
     assert out.returncode == 0
 
 

@@ -200,7 +200,7 @@ def test_sqlite_store_purges_read_candidates_in_completion_order(
     ``purge(limit=100)`` of a backlog cost as much as the whole backlog. Without
     statistics the name and unfiltered shapes used to read ``(name)`` or the three
     statuses of ``(status, completed_at_ms)`` and sort."""
-    from engine.store.sqlite import purge_statement
+    from engine.store._sqlite_operations import purge_statement
 
     conn = request.getfixturevalue("sqlite_db" if analysed else "sqlite_unanalysed")
     sql = purge_statement(active)

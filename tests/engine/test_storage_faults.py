@@ -16,6 +16,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 import uuid
 from collections.abc import Iterator
@@ -35,21 +36,26 @@ from engine.inspection import describe_sqlite_file
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MiB tmpfs (needs root, as the test machine has), unmounted after."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
+def small_disk() -> Iterator[Path]:
+    """A 1 MiB tmpfs (needs root, as the test machine has), unmounted after.
+
+    Mounted in a folder of its own under the system's temp folder, open to
+    other users (a local Postgres server writes a tablespace there).
+    """
+    mount = Path(tempfile.mkdtemp(prefix="cairnq-disk-"))
     made = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(mount)],
+        ["mount", "-t", "tmpfs", "-o", "size=1M,mode=0755", "tmpfs", str(mount)],
         capture_output=True,
         check=False,
     )
     if made.returncode != 0:
+        mount.rmdir()
         pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
     try:
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+        mount.rmdir()
 
 
 def fill(folder: Path) -> Path:
@@ -226,3 +232,44 @@ async def test_a_postgres_lock_timeout_raises_store_locked(pg_dsn: str) -> None:
         await store.close()
         with psycopg.connect(pg_dsn, autocommit=True) as admin:
             admin.execute(f'drop schema if exists "{schema}" cascade')
+
+
+@pytest.mark.postgres
+async def test_a_full_postgres_disk_raises_storage_full(pg_dsn: str, small_disk: Path) -> None:
+    # The server runs on this machine (as the test machine's does): a tablespace
+    # on the 1 MiB tmpfs holds the schema's tables, so filling it fills "the disk".
+    import psycopg
+
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        data = admin.execute("show data_directory").fetchone()
+        if data is None or not Path(str(data[0])).is_dir():
+            pytest.skip("the Postgres server does not run on this machine")
+        subprocess.run(["chown", "postgres:postgres", str(small_disk)], check=True)
+        space, schema = f"ts_{uuid.uuid4().hex[:12]}", f"t_{uuid.uuid4().hex[:12]}"
+        admin.execute(f"create tablespace {space} location '{small_disk}'")
+        try:
+            store = PostgresStore(
+                f"{pg_dsn}?options=-c%20default_tablespace%3D{space}", schema=schema, max_size=4
+            )
+            try:
+                kept = [(await store.submit(name="job", payload={"i": i})).id for i in range(3)]
+                results = await asyncio.gather(
+                    *(
+                        store.submit(name="big", payload={"x": os.urandom(200_000).hex()})
+                        for _ in range(8)
+                    ),
+                    return_exceptions=True,
+                )
+                failures = [r for r in results if isinstance(r, BaseException)]
+                assert failures, "the full tablespace refused nothing"
+                for error in failures:
+                    assert type(error) is StorageFull, repr(error)
+                    assert "the server's disk is full" in str(error)
+                    assert isinstance(error.__cause__, psycopg.errors.DiskFull)
+                listed = {t.id for t in await store.list(name="job", limit=10)}
+                assert listed == set(kept)
+            finally:
+                await store.close()
+        finally:
+            admin.execute(f'drop schema if exists "{schema}" cascade')
+            admin.execute(f"drop tablespace if exists {space}")

@@ -292,6 +292,35 @@ async def test_workers_holding_leases_and_the_ones_that_stopped(shared: Shared) 
     assert [w.worker_id for w in await shared.inspector.workers()] == ["worker_live"]
 
 
+async def test_a_lease_is_expired_at_its_very_millisecond(shared: Shared) -> None:
+    """PROTOCOL.md: recovery takes ``lease_until_ms <= now`` and ownership needs
+    ``lease_until_ms > now``, so a lease ending this millisecond is already dead."""
+    for name in ("edge", "after", "before"):
+        await shared.submit(name, queue="edge")
+    claimed = await shared.peer.store.claim(
+        queues=["edge"], worker_id="w_edge", lease_ms=60_000, limit=3
+    )
+    by_name = {t.name: t.id for t in claimed}
+    at = 4_102_444_800_000  # far ahead: no real clock reaches it while the test runs
+    for name, until in (("edge", at), ("after", at + 1), ("before", at - 1)):
+        shared.sql(
+            "update cairnq_tasks set lease_until_ms = ? where id = ?", (until, by_name[name])
+        )
+    await shared.submit("other", queue="elsewhere")  # good traffic, not running
+
+    def frozen(ms: int) -> Inspector:
+        return Inspector(shared.store, clock=lambda: ms)
+
+    [worker] = await frozen(at).workers()
+    assert set(worker.expired_task_ids) == {by_name["edge"], by_name["before"]}
+    assert not worker.stopped_heartbeating and worker.shortest_lease_left_ms == -1
+    [earlier] = await frozen(at - 1).workers()
+    assert earlier.expired_task_ids == (by_name["before"],)
+    [later] = await frozen(at + 1).workers()
+    assert later.stopped_heartbeating and len(later.expired_task_ids) == 3
+    assert later.shortest_lease_left_ms == -2
+
+
 def test_latency_percentiles_from_the_histogram() -> None:
     from engine.inspection import Latency
 

@@ -278,6 +278,7 @@ async def test_purge_follows_the_console_cutoff(backend: Backend) -> None:
     assert ids["broken"] not in left and left[ids["done"]] == "succeeded"
     for bad in (
         ["--older-than", "0", ids["done"]],
+        ["--status", "failed", ids["done"]],
         ["--older-than", "0", "--status", "queued"],
         [],
         ["--older-than", "-1d"],
@@ -429,6 +430,7 @@ def test_writes_are_refused_before_the_database_is_touched(tmp_path: Path) -> No
         ["cancel", nowhere, "--queue", "q", "--yes"],
         ["submit", nowhere, "x"],
         ["purge", nowhere, "--older-than", "0", "--yes"],
+        ["purge", nowhere, "task_0000000000000000000000000", "--yes"],
     ):
         result = subprocess.run(
             [str(SCRIPT), *command, "--read-only"], capture_output=True, text=True, timeout=60
@@ -494,6 +496,9 @@ def test_writes_are_refused_before_the_database_is_touched(tmp_path: Path) -> No
         text=True,
     )
     assert dry.returncode == 0 and "1 live task(s) to cancel" in dry.stdout
+    gate = [str(SCRIPT), "purge", "prod", "task_x", "--yes", "--config", str(config)]
+    purged = subprocess.run(gate, capture_output=True, text=True)
+    assert purged.returncode == 1 and "--confirm-target prod" in purged.stderr
 
 
 async def _make_db(path: Path) -> None:
