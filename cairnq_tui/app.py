@@ -11,7 +11,6 @@ which is also how the console reconnects once the database is back.
 from __future__ import annotations
 
 import gc
-import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -29,7 +28,7 @@ from cairnq_tui.clock import Clock, system_clock
 from cairnq_tui.commands import ConsoleCommands
 from cairnq_tui.controls import ConsoleControls, ControlHost
 from cairnq_tui.formatting import clean
-from cairnq_tui.history import SAMPLE_EVERY_S, HistorySession, open_history
+from cairnq_tui.history_host import HistoryHost
 from cairnq_tui.hosting import DEFAULT_GRACE_S, WorkerHost, quitting_notice
 from cairnq_tui.messages import ControlFinished, DatabaseWoke, DataMessage, StoreConnected
 from cairnq_tui.panels import PanelCommands
@@ -64,7 +63,7 @@ STALE_DIMS = "KeyedTable, #detail, #tasks-info"
 WATCH_EVERY_S = 0.25
 
 
-class ConsoleApp(App[None]):
+class ConsoleApp(HistoryHost, App[None]):
     """The cairnq console over one store."""
 
     CSS_PATH = Path(__file__).parent / "app.tcss"
@@ -102,9 +101,7 @@ class ConsoleApp(App[None]):
         self.task_columns: list[str] | None = None
         self.wait_registry = wait_registry
         self.inspector = Inspector(store, clock=clock)
-        #: The target's history file (recorder, audit trail); None with --no-history.
-        self.history: HistorySession | None = None
-        self._history_error: str | None = None  # why it could not be opened
+        #: Writes go through it (audited into the history file, unless --no-history).
         self.client: CairnQ = self._open_history(store, settings)
         self.controls = ConsoleControls(self)
         self.read_only = settings.read_only
@@ -132,7 +129,6 @@ class ConsoleApp(App[None]):
         self._refresh_started = 0.0
         #: Since when (monotonic) the rows on screen are stale; None while they are live.
         self._stale_since: float | None = None
-        self._history_timer: Timer | None = None
         if settings.theme:
             self.theme = settings.theme
 
@@ -194,36 +190,8 @@ class ConsoleApp(App[None]):
             )
         if self.settings.notice:
             self.notify(self.settings.notice, title="New database", markup=False)
-        if self._history_error:
-            self.notify(self._history_error, title="No history file", severity="warning")
-            self._history_error = None
-        if self._history_timer is None:
-            self._history_timer = self.set_interval(SAMPLE_EVERY_S, self._sample_history)
-        self._sample_history()
+        self._start_history()
         self.refresh_now()
-
-    # -- history file (recorder, audit trail) -------------------------------------------------
-
-    def _open_history(self, store: TaskStore, settings: Settings) -> CairnQ:
-        """Open the target's history file (unless --no-history); the client to write
-        through (audited when there is a history file)."""
-        self._history_error = None
-        if not settings.history:
-            return CairnQ(store)
-        target = settings.target
-        try:
-            self.history = open_history(
-                target.dialect, target.raw, target.schema, self.inspector, self.clock
-            )
-        except (OSError, sqlite3.Error) as exc:
-            self._history_error = redact_dsn(clean(f"{type(exc).__name__}: {exc}"))
-            return CairnQ(store)
-        return self.history.client(store)
-
-    @work(exclusive=True, group="history", exit_on_error=False)
-    async def _sample_history(self) -> None:
-        if self.history is not None and self.connected and not self._quitting:
-            await self.history.sample()
 
     # -- what completes: names and queues seen since connect -----------------------------
 
@@ -273,9 +241,6 @@ class ConsoleApp(App[None]):
         old = self.store
         self.store, self.settings, self.read_only = store, settings, settings.read_only
         self.inspector = Inspector(store, clock=self.clock)
-        if self.history is not None:
-            self.history.close()
-            self.history = None
         self.client = self._open_history(store, settings)
         self.connected = self._in_flight = self._again = False
         if settings.theme:
@@ -301,9 +266,7 @@ class ConsoleApp(App[None]):
             self._gc_threshold = None
         if self._unwatch is not None:
             self._unwatch()
-        if self.history is not None:
-            self.history.close()
-            self.history = None
+        self._close_history()
         await self.store.close()
 
     # -- refresh loop ------------------------------------------------------------------------

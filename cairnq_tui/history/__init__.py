@@ -19,7 +19,12 @@ from cairnq_tui.history._file import (
 )
 from cairnq_tui.history._paths import history_path, state_dir, target_identity
 from cairnq_tui.history._recorder import Recorder
-from cairnq_tui.history._session import SAMPLE_EVERY_S, HistorySession, open_history
+from cairnq_tui.history._session import (
+    SAMPLE_EVERY_S,
+    HistorySession,
+    history_for,
+    open_history,
+)
 
 __all__ = [
     "DEFAULT_MAX_AGE_MS",
@@ -33,6 +38,7 @@ __all__ = [
     "Recorder",
     "SeenFailure",
     "SeenWorker",
+    "history_for",
     "history_path",
     "open_history",
     "os_user",

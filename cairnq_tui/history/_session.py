@@ -10,12 +10,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
+from cairnq_tui.formatting import clean
 from cairnq_tui.history._audit import AuditedClient, Auditor
 from cairnq_tui.history._file import HistoryFile
 from cairnq_tui.history._paths import history_path, target_identity
 from cairnq_tui.history._recorder import Recorder
-from engine import TaskStore
+from engine import CairnQ, TaskStore
 from engine.inspection import Inspector
 from engine.store import redact_dsn
 
@@ -71,3 +73,20 @@ def open_history(
     display = identity if dialect == "sqlite" else redact_dsn(identity)
     file = HistoryFile(history_path(identity, env), target=display)
     return HistorySession(file, inspector, clock)
+
+
+def history_for(
+    settings: Any, store: TaskStore, inspector: Inspector, clock: Callable[[], int]
+) -> tuple[HistorySession | None, CairnQ, str | None]:
+    """What a console on ``settings.target`` writes through: its history session
+    (None with ``settings.history`` off, or when the file cannot be opened), the
+    client (audited when there is a session), and why there is no file, if it failed.
+    """
+    if not settings.history:
+        return None, CairnQ(store), None
+    target = settings.target
+    try:
+        session = open_history(target.dialect, target.raw, target.schema, inspector, clock)
+    except (OSError, sqlite3.Error) as exc:
+        return None, CairnQ(store), redact_dsn(clean(f"{type(exc).__name__}: {exc}"))
+    return session, session.client(store), None
