@@ -145,9 +145,9 @@ async def server_health(store: TaskStore) -> ServerHealth | None:
     """The server's clock and settings; None for a SQLite store."""
     if store.dialect != "postgres":
         return None
-    await store.read_statement("server_health", {})  # a warm connection: time one trip only
+    await store.read_statement("inspect_server", {})  # a warm connection: time one trip only
     sent = now_ms()
-    row = (await store.read_statement("server_health", {}))[0]
+    row = (await store.read_statement("inspect_server", {}))[0]
     received = now_ms()
     return ServerHealth(
         server_ms=int(row["now_ms"]),

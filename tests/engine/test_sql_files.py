@@ -62,7 +62,7 @@ def test_both_dialects_ship_the_same_statement_names() -> None:
     # the schema guard's read; the group commit's multi-row insert; Postgres locks
     # the ledger, SQLite takes BEGIN IMMEDIATE; the health check's read of the server
     # itself (clock, durability settings), which a SQLite file does not have
-    postgres_only = {"installations", "insert_tasks", "ledger_lock", "server_health"}
+    postgres_only = {"installations", "insert_tasks", "ledger_lock", "inspect_server"}
     # purge without a queue, in completion order (the planner needs it spelled
     # apart); the ledger read before the write lock
     sqlite_only = {"purge_by_age", "ledger_names"}

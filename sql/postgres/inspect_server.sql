@@ -1,4 +1,4 @@
--- server_health: what a health check reads from the server itself: its clock
+-- inspect_server: what a health check reads from the server itself: its clock
 -- (leases are stamped with the clock of whoever writes them, so a skew between
 -- hosts shortens or stretches them), its durability settings and the database's
 -- size on disk. No params; touches no table.
