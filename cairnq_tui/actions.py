@@ -153,7 +153,7 @@ async def purge_ids(
     that went live meanwhile stays), batch by batch; the ids deleted."""
     deleted: list[str] = []
     for start in range(0, len(ids), PURGE_BATCH):
-        deleted += await client.store.purge_ids(list(ids[start : start + PURGE_BATCH]))
+        deleted += await client.purge_ids(list(ids[start : start + PURGE_BATCH]))
         progress(len(deleted), len(ids))
     return deleted
 

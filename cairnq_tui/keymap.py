@@ -132,6 +132,7 @@ FAILURES: list[BindingType] = [
     Binding("w", "next_window", "Window"),
     Binding("r", "retry_group", "Retry group"),
     Binding("c", "cancel_group", "Cancel group"),
+    Binding("p", "purge_group", "Purge group"),
     Binding("x", "open_example", "Example", show=False),
 ]
 
@@ -185,6 +186,7 @@ CONTROL_ACTIONS = frozenset(
         "retry_by_key_prompt",
         "retry_group",
         "cancel_group",
+        "purge_group",
         "run_now",
         "delay",
     }

@@ -65,6 +65,9 @@ class Controls(Protocol):
     ) -> None:
         """Retry these failed/canceled tasks; ``clear`` runs once confirmed."""
 
+    def purge_tasks(self, tasks: Sequence[TaskLike]) -> None:
+        """Purge these tasks (the finished ones), after confirming."""
+
     def retry_matching(self, flt: TaskFilter) -> None:
         """Retry every failed/canceled task matching ``flt`` (capped), counted first."""
 

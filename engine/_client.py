@@ -252,6 +252,13 @@ class CairnQ:
             older_than_ms=older_than_ms, queue=queue, status=status, name=name, limit=limit
         )
 
+    async def purge_ids(self, ids: builtins.list[str]) -> builtins.list[str]:
+        """Delete the listed tasks that are finished (ours, beyond the SDK); the ids deleted.
+
+        A task that is queued or running, or not there, is left alone.
+        """
+        return await (await self._ready()).purge_ids(ids)
+
     # -- reads ----------------------------------------------------------------------------
 
     async def get(self, task_id: str) -> Task | None:

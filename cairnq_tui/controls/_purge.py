@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from cairnq_tui import actions
 from cairnq_tui.controls._write_path import WritePath
-from cairnq_tui.formatting import duration
+from cairnq_tui.formatting import clean, duration
+from cairnq_tui.ports import TaskLike
 from cairnq_tui.screens.purge import PurgeRequest, PurgeScreen
 
 
@@ -52,6 +53,38 @@ class PurgeControls(WritePath):
             )
 
         return verify
+
+    def purge_tasks(self, tasks: Sequence[TaskLike]) -> None:
+        """Purge the given tasks (a failure group's) after confirming; only finished ones go."""
+        if not self._allowed() or not tasks:
+            return
+        ids = [t.id for t in tasks]
+        lines = [f"{t.id}  {clean(t.name)}  {t.status}" for t in tasks[:12]]
+        if len(tasks) > 12:
+            lines.append(f"… and {len(tasks) - 12:,} more.")
+        lines.append("They are deleted for good, with the keys that point at them;")
+        lines.append("a task that is queued or running by then is left alone.")
+        self.confirm_write(
+            f"Purge {len(ids):,} task(s)?",
+            lines,
+            lambda _: self._purge_ids(ids),
+            what=f"purge {len(ids):,} task(s)",
+            confirm_label="Purge",
+            verify=self._ids_left(ids),
+        )
+
+    def _ids_left(self, ids: Sequence[str]) -> Callable[[], Awaitable[str]]:
+        async def verify() -> str:
+            left = await self.app.inspector.summaries(list(ids))
+            return f"{len(left)} of the {len(ids)} task(s) are still there."
+
+        return verify
+
+    async def _purge_ids(self, ids: Sequence[str]) -> None:
+        deleted = await actions.purge_ids(self.app.client, ids)
+        kept = len(ids) - len(deleted)
+        tail = f"; {kept:,} left alone (no longer finished, or gone)" if kept else ""
+        self._finish(f"Purged {len(deleted):,} task(s){tail}.")
 
     async def _purge(self, request: PurgeRequest) -> None:
         rule = actions.PurgeRule(request.older_than_ms, request.queue, request.status, request.name)

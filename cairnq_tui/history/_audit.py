@@ -117,3 +117,8 @@ class AuditedClient(CairnQ):
         }
         self.auditor.record("purge", detail, len(ids))
         return ids
+
+    async def purge_ids(self, ids: list[str]) -> list[str]:
+        deleted = await super().purge_ids(ids)
+        self.auditor.record("purge", {"ids": deleted[:20]}, len(deleted))
+        return deleted

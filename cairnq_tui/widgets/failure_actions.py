@@ -1,8 +1,9 @@
-"""Retry or cancel a whole failure group, through the console's controls.
+"""Retry, cancel or purge a whole failure group, through the console's controls.
 
 A group action reads the group's selection (``Inspector.failure_selection``: the
 exact count in the window and the newest ``BULK_CAP`` ids), then hands the ids to
-the same controls the Tasks view uses (``retry_tasks`` / ``cancel_tasks``), so the
+the same controls the Tasks view uses (``retry_tasks`` / ``cancel_tasks`` /
+``purge_tasks``), so the
 confirmation shows the exact count and read-only mode and danger targets apply
 as to every write.
 """
@@ -74,5 +75,7 @@ async def start_group_action(
     controls = console.controls
     if verb == "retry":
         app.call_later(controls.retry_tasks, tasks)
+    elif verb == "purge":
+        app.call_later(controls.purge_tasks, tasks)
     else:
         app.call_later(controls.cancel_tasks, tasks)

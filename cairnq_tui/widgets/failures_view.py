@@ -173,6 +173,9 @@ class FailuresView(DataView):
     def action_cancel_group(self) -> None:
         self._group_action("cancel")
 
+    def action_purge_group(self) -> None:
+        self._group_action("purge")
+
     def _group_action(self, verb: str) -> None:
         group = self.highlighted()
         if group is not None:

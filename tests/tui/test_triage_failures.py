@@ -129,6 +129,7 @@ async def test_group_controls_are_off_in_a_read_only_session(triage_db: Path) ->
         view.table.move_cursor(row=view.table.row_keys().index(TIMEOUTS))
         await pilot.press("r")
         await pilot.press("c")
+        await pilot.press("p")
         await settle(pilot)
         assert isinstance(app.screen, PanelScreen)  # no confirmation opened
     with sqlite3.connect(triage_db) as conn:
@@ -171,4 +172,27 @@ async def test_failures_written_by_cairnq_group_and_retry(shared: Shared) -> Non
             assert task is not None and task.status == "queued"
         task = await shared.peer.get(other)
         assert task is not None and task.status == "failed"
+        assert counts(failures(app)) == {"ship\x00OSError\x00disk full": 1}
+
+
+@pytest.mark.peer
+async def test_p_purges_a_group_written_by_cairnq_and_nothing_else(shared: Shared) -> None:
+    lost = [await shared.fail("charge", "KeyError", f"order {n} not found") for n in (7, 42, 99)]
+    other = await shared.fail("ship", "OSError", "disk full")
+    done = await shared.succeed("charge")
+    app = console_on(shared)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await open_failures(pilot)
+        key = "charge\x00KeyError\x00order <n> not found"
+        view.table.move_cursor(row=view.table.row_keys().index(key))
+        await pilot.press("p")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        assert app.screen.title_text == "Purge 3 task(s)?"
+        await pilot.press("y")
+        await settle(pilot)
+        for task_id in lost:
+            assert await shared.peer.get(task_id) is None
+        for task_id in (other, done):
+            assert await shared.peer.get(task_id) is not None
         assert counts(failures(app)) == {"ship\x00OSError\x00disk full": 1}
