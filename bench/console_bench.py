@@ -16,7 +16,11 @@ Then the failure-triage rows (bench/triage_rows.py, on a database of their own w
 100,000 failures, cached in the temp directory): failure groups <= 1 s, error
 search p95 <= 150 ms, metrics over 24 h <= 1 s; ``--pg DSN`` adds them on Postgres.
 
-Usage: ``python bench/console_bench.py [--tasks N] [--rebuild] [--pg DSN] [--triage-only]``
+Then the recorder rows (bench/recorder_rows.py): the recorder's share of a refresh
+tick (<= 5%) and the history file after a simulated week (<= 50 MB).
+
+Usage: ``python bench/console_bench.py [--tasks N] [--rebuild] [--pg DSN] [--triage-only]
+[--recorder-only] [--recorder-days D]``
 """
 
 from __future__ import annotations
@@ -269,8 +273,18 @@ def main() -> int:
     parser.add_argument("--db", type=Path, help="database path (default bench/out/console_N.db)")
     parser.add_argument("--pg", metavar="DSN", help="also run the failure-triage rows on Postgres")
     parser.add_argument("--triage-only", action="store_true", help="only the failure-triage rows")
+    parser.add_argument("--recorder-only", action="store_true", help="only the recorder rows")
+    parser.add_argument(
+        "--recorder-days", type=float, default=7.0, help="simulated days of the recorder row"
+    )
     args = parser.parse_args()
     failed = False
+    from recorder_rows import run as run_recorder
+
+    if args.recorder_only:
+        lines, missed = run_recorder(days=args.recorder_days)
+        print("\n".join(lines))
+        return 1 if missed else 0
     if not args.triage_only:
         path = args.db or Path(__file__).parent / "out" / f"console_{args.tasks}.db"
         build(path, args.tasks, rebuild=args.rebuild)
@@ -292,7 +306,9 @@ def main() -> int:
 
     lines, missed = run_triage(args.tasks, args.pg)
     print("\n".join(lines))
-    return 1 if failed or missed else 0
+    recorder_lines, recorder_missed = run_recorder(days=args.recorder_days)
+    print("\n".join(recorder_lines))
+    return 1 if failed or missed or recorder_missed else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,249 @@
+"""The recorder rows of the console benchmark (issue 22's figures).
+
+Both drive the recorder's real code path (``cairnq_tui.history.Recorder`` over the
+engine's ``Inspector`` and a real ``HistoryFile``), no mocks:
+
+1. Refresh-tick cost with and without the recorder, on the triage database of
+   100,000 tasks (bench/triage_rows.py: 20 names, 10,000 failures). A tick is the
+   Tasks view's reads (``tasks_page`` of the default filter, 50 rows, then
+   ``keys_for_tasks`` of its ids); a recorded tick adds ``note_rows`` of the page
+   and one ``Recorder.sample()`` (counts, new failures, workers, the file write).
+   Interleaved in slices (alone, recorded, alone, ...). The console samples every
+   ``SAMPLE_EVERY_S`` and refreshes every ``Settings.refresh_s``, so the sample's
+   cost is spread over that many ticks: the amortized ratio is the target (<= 5%).
+2. History file size after a simulated week: the recorder sampled every
+   ``SAMPLE_EVERY_S`` of a simulated clock for 7 days, on a SQLite database into
+   which 100,000 failures (20 names, 4 queues, 50 messages) arrive at random times
+   over the week (inserted as the clock passes them; failures older than an hour
+   are deleted from the cairnq database to keep it small, which changes nothing the
+   recorder reads: it reads from where its last sample stopped). The file's age
+   and size bounds are the defaults, pruned every ``PRUNE_EVERY_MS`` as in
+   production. The history file is written under /dev/shm when there is one (the
+   size is the figure; fsync time is not). Target <= 50 MB.
+
+Usage: imported by console_bench.py (``--recorder-only``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from triage_rows import MESSAGES, NAMES, QUEUES, TYPES, build_sqlite
+
+WEEK_MS = 7 * 24 * 3_600_000
+
+
+def _p50(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+async def measure_tick(db: Path, *, slices: int = 10, per_slice: int = 20) -> dict[str, float]:
+    """Tick alone vs. tick + recorder, interleaved; wall and CPU ms."""
+    from cairnq_tui.history import HistoryFile, Recorder
+    from cairnq_tui.widgets.tasks_view import PAGE_SIZE
+    from engine import SQLiteStore
+    from engine.inspection import Inspector, TaskFilter
+
+    store = SQLiteStore(str(db))
+    await store.connect()
+    folder = Path(tempfile.mkdtemp(prefix="cairnq-recorder-bench-"))
+    history = HistoryFile(folder / "history.sqlite3", target="bench")
+    try:
+        span = await Inspector(store)._read("inspect_failures_span", {"cap": 1})
+        built_at = int(span[0]["newest_ms"]) + 60_000
+        inspector = Inspector(store, clock=lambda: built_at)
+        recorder = Recorder(inspector, history, lambda: built_at)
+        flt = TaskFilter(sort="created", descending=True)
+
+        async def tick(record: bool) -> None:
+            page = await inspector.tasks_page(flt, limit=PAGE_SIZE)
+            await inspector.keys_for_tasks([r.id for r in page.rows])
+            if record:
+                recorder.note_rows(page.rows)
+                await recorder.sample()
+
+        await tick(True)  # warm: the first sample reads the last hour's failures
+        wall: dict[bool, list[float]] = {False: [], True: []}
+        cpu: dict[bool, list[float]] = {False: [], True: []}
+        for _ in range(slices):
+            for record in (False, True):
+                for _ in range(per_slice):
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    await tick(record)
+                    wall[record].append((time.perf_counter() - t0) * 1000)
+                    cpu[record].append((time.process_time() - c0) * 1000)
+        return {
+            "alone_ms": _p50(wall[False]),
+            "recorded_ms": _p50(wall[True]),
+            "alone_cpu_ms": _p50(cpu[False]),
+            "recorded_cpu_ms": _p50(cpu[True]),
+            "ticks": float(slices * per_slice),
+        }
+    finally:
+        history.close()
+        await store.close()
+        for child in folder.iterdir():
+            child.unlink()
+        folder.rmdir()
+
+
+def _failure_row(at_ms: int, rng: random.Random, i: int) -> tuple[Any, ...]:
+    k = rng.randrange(len(MESSAGES))
+    message = MESSAGES[k].format(n=rng.randrange(100_000))
+    error = (
+        f'{{"type":"{TYPES[k % len(TYPES)]}","code":"handler_error","message":"{message}",'
+        '"retryable":false,"details":{}}'
+    )
+    created = at_ms - rng.randint(5, 20_000)
+    task_id = f"task_sim{i:012d}{rng.randrange(16**8):08x}"
+    return (
+        task_id, NAMES[rng.randrange(len(NAMES))], QUEUES[i % len(QUEUES)], "failed",
+        f'{{"n":{i}}}', None, error, "{}", None, None, rng.randint(1, 3), 3, 0, None, None,
+        created, None, None, None, None, created, at_ms, at_ms,
+    )  # fmt: skip
+
+
+def _queued_rows(start_ms: int) -> list[tuple[Any, ...]]:
+    """A steady backlog: 50 queued tasks per queue, 2 running ones held by workers."""
+    rows = []
+    for i in range(len(QUEUES) * 52):
+        queue, running = QUEUES[i % len(QUEUES)], i < 2 * len(QUEUES)
+        rows.append(
+            (
+                f"task_simq{i:08d}", NAMES[i % len(NAMES)], queue,
+                "running" if running else "queued", "{}", None, None, "{}", None, None,
+                1 if running else 0, 3, 0, f"worker_{i % 2}" if running else None,
+                start_ms + 10 * WEEK_MS if running else None, start_ms, None, None, None,
+                None, start_ms, start_ms, None,
+            )
+        )  # fmt: skip
+    return rows
+
+
+async def simulate_week(
+    *, days: float = 7.0, failures: int = 100_000, seed: int = 5
+) -> dict[str, float]:
+    """Drive the recorder over ``days`` of simulated samples; the file's size."""
+    from cairnq_tui.history import SAMPLE_EVERY_S, HistoryFile, Recorder
+    from engine import SQLiteStore
+    from engine.inspection import Inspector
+
+    rng = random.Random(seed)
+    span_ms = int(days * 24 * 3_600_000)
+    start = 1_780_000_000_000
+    times = sorted(start + rng.randrange(span_ms) for _ in range(int(failures * days / 7)))
+    work = Path(tempfile.mkdtemp(prefix="cairnq-recorder-week-"))
+    shm = Path("/dev/shm")
+    hist_dir = Path(
+        tempfile.mkdtemp(prefix="cairnq-recorder-hist-", dir=shm if shm.is_dir() else None)
+    )
+    db = work / "cairnq.db"
+    store = SQLiteStore(str(db))
+    await store.connect()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("pragma synchronous=off")
+    insert = f"insert into cairnq_tasks values ({','.join('?' * 23)})"
+    conn.executemany(insert, _queued_rows(start))
+    now = start
+    history = HistoryFile(hist_dir / "history.sqlite3", target="bench-week")
+    inspector = Inspector(store, clock=lambda: now)
+    recorder = Recorder(inspector, history, lambda: now)
+    step = int(SAMPLE_EVERY_S * 1000)
+    t0, c0 = time.perf_counter(), time.process_time()
+    sizes_max, next_i, samples = 0, 0, 0
+    try:
+        while now < start + span_ms:
+            now += step
+            batch = []
+            while next_i < len(times) and times[next_i] <= now:
+                batch.append(_failure_row(times[next_i], rng, next_i))
+                next_i += 1
+            if batch:
+                conn.executemany(insert, batch)
+            if samples % 360 == 0:  # an hour: the database's own retention
+                conn.execute(
+                    "delete from cairnq_tasks where status = 'failed' and completed_at_ms < ?",
+                    (now - 3_600_000,),
+                )
+            await recorder.sample()
+            samples += 1
+            if samples % 360 == 0:
+                sizes_max = max(sizes_max, history.size_bytes())
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        counts = history.counts()
+        size = os.path.getsize(history.path)
+        return {
+            "samples": float(samples),
+            "sample_every_s": SAMPLE_EVERY_S,
+            "failures_inserted": float(next_i),
+            "failures_in_file": float(counts["failures"]),
+            "sample_rows": float(counts["samples"]),
+            "size_mb": size / 1024 / 1024,
+            "size_max_mb": max(sizes_max, size) / 1024 / 1024,
+            "wall_s": wall,
+            "cpu_s": cpu,
+        }
+    finally:
+        history.close()
+        conn.close()
+        await store.close()
+        for folder in (work, hist_dir):
+            for child in folder.iterdir():
+                child.unlink()
+            folder.rmdir()
+
+
+def run(*, tasks: int = 100_000, days: float = 7.0) -> tuple[list[str], bool]:
+    """Both rows; the printed lines and whether a target was missed."""
+    from cairnq_tui.history import SAMPLE_EVERY_S
+    from cairnq_tui.settings import Settings
+
+    refresh_s = Settings.__dataclass_fields__["refresh_s"].default
+    assert isinstance(refresh_s, float)
+    load = os.getloadavg()
+    tick = asyncio.run(measure_tick(build_sqlite(tasks)))
+    per_sample = SAMPLE_EVERY_S / refresh_s  # ticks per sample
+    extra = tick["recorded_ms"] - tick["alone_ms"]
+    extra_cpu = tick["recorded_cpu_ms"] - tick["alone_cpu_ms"]
+    amortized = extra / per_sample / tick["alone_ms"]
+    amortized_cpu = extra_cpu / per_sample / tick["alone_cpu_ms"]
+    lines = [
+        f"recorder: load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} on "
+        f"{os.cpu_count()} cores; refresh every {refresh_s:g} s, a sample every "
+        f"{SAMPLE_EVERY_S:g} s",
+        f"  tick on {tasks:,} tasks ({len(NAMES)} names, {tasks // 10:,} failed), "
+        f"p50 of {tick['ticks']:.0f} each, interleaved; wall [cpu] ms",
+        f"    {'Tasks tick alone':<50} {tick['alone_ms']:8.2f} [{tick['alone_cpu_ms']:.2f}]",
+        f"    {'tick + note_rows + Recorder.sample()':<50} {tick['recorded_ms']:8.2f} "
+        f"[{tick['recorded_cpu_ms']:.2f}]  (x{tick['recorded_ms'] / tick['alone_ms']:.2f} "
+        "on the tick that samples)",
+    ]
+    ok_tick = amortized <= 0.05
+    lines.append(
+        f"    {'recorder per tick, amortized (1 sample in ' + f'{per_sample:g})':<50} "
+        f"{amortized * 100:+7.1f} % [cpu {amortized_cpu * 100:+.1f} %]  "
+        f"(target <= 5 %: {'ok' if ok_tick else 'MISSED'})"
+    )
+    week = asyncio.run(simulate_week(days=days))
+    ok_size = week["size_mb"] <= 50
+    lines += [
+        f"  history file after {days:g} simulated days: {week['samples']:,.0f} samples, "
+        f"{week['failures_inserted']:,.0f} failures arriving ({len(QUEUES)} queues, "
+        f"{len(NAMES)} names, {len(MESSAGES)} messages)",
+        f"    {'file size (largest seen)':<50} {week['size_mb']:8.1f} MB "
+        f"({week['size_max_mb']:.1f})  (target <= 50 MB: {'ok' if ok_size else 'MISSED'})",
+        f"    {'rows kept: samples / failures':<50} {week['sample_rows']:,.0f} / "
+        f"{week['failures_in_file']:,.0f}",
+        f"    {'simulation took, wall [cpu]':<50} {week['wall_s']:8.1f} s [{week['cpu_s']:.1f}]",
+    ]
+    end = os.getloadavg()
+    lines.append(f"  load average at the end {end[0]:.1f} / {end[1]:.1f} / {end[2]:.1f}")
+    return lines, not (ok_tick and ok_size)
