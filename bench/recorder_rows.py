@@ -19,7 +19,8 @@ engine's ``Inspector`` and a real ``HistoryFile``), no mocks:
    recorder reads: it reads from where its last sample stopped). The file's age
    and size bounds are the defaults, pruned every ``PRUNE_EVERY_MS`` as in
    production. The history file is written under /dev/shm when there is one (the
-   size is the figure; fsync time is not). Target <= 50 MB.
+   size is the figure; fsync time is not). Target <= 50 MB (here MB = 2**20 bytes,
+   the unit of the file's own bound, ``DEFAULT_MAX_BYTES``).
 
 Usage: imported by console_bench.py (``--recorder-only``).
 """
