@@ -12,9 +12,11 @@ never the other way round. What Textual's ``App`` offers every widget
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol, cast
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
+from textual.notifications import SeverityLevel
+from textual.screen import Screen, ScreenResultCallbackType
 from textual.worker import Worker as TextualWorker
 
 from cairnq_tui.clock import Clock
@@ -30,6 +32,41 @@ if TYPE_CHECKING:
     from textual.app import App
 
     from cairnq_tui.widgets.status_bar import StatusBar
+
+
+ResultT = TypeVar("ResultT")
+
+
+class AppCalls(Protocol):
+    """The few calls of Textual's ``App`` that the controls and target switching make."""
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None: ...
+
+    def push_screen(
+        self,
+        screen: Screen[ResultT],
+        callback: ScreenResultCallbackType[ResultT] | None = None,
+    ) -> object: ...
+
+    def run_worker(
+        self,
+        work: Coroutine[Any, Any, ResultT],
+        name: str | None = "",
+        group: str = "default",
+        description: str = "",
+        exit_on_error: bool = True,
+        start: bool = True,
+        exclusive: bool = False,
+        thread: bool = False,
+    ) -> TextualWorker[ResultT]: ...
 
 
 class TaskLike(Protocol):

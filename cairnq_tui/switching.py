@@ -14,60 +14,27 @@ policy of the controls, ``controls/_write_path.py``.)
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from typing import Any, Protocol, TypeVar, cast
-
-from textual.notifications import SeverityLevel
-from textual.screen import Screen, ScreenResultCallbackType
-from textual.worker import Worker as TextualWorker
+from typing import Any, Protocol, cast
 
 from cairnq_tui import named_targets
 from cairnq_tui.commands import ConsoleCommands
 from cairnq_tui.formatting import clean
 from cairnq_tui.hosting import WorkerHost
+from cairnq_tui.ports import AppCalls
 from cairnq_tui.screens.targets import TargetPickerScreen
 from cairnq_tui.settings import SERVED_ENV, Settings
 from cairnq_tui.target import TargetError, check_target, make_store
 from engine import TaskStore
 
-ResultT = TypeVar("ResultT")
 
-
-class SwitchHost(Protocol):
+class SwitchHost(AppCalls, Protocol):
     """What switching uses of the console app (``ConsoleApp`` implements it)."""
 
     settings: Settings
     host: WorkerHost | None
-
-    def notify(
-        self,
-        message: str,
-        *,
-        title: str = "",
-        severity: SeverityLevel = "information",
-        timeout: float | None = None,
-        markup: bool = True,
-    ) -> None: ...
-
-    def push_screen(
-        self,
-        screen: Screen[ResultT],
-        callback: ScreenResultCallbackType[ResultT] | None = None,
-    ) -> object: ...
-
-    def run_worker(
-        self,
-        work: Coroutine[Any, Any, ResultT],
-        name: str | None = "",
-        group: str = "default",
-        description: str = "",
-        exit_on_error: bool = True,
-        start: bool = True,
-        exclusive: bool = False,
-        thread: bool = False,
-    ) -> TextualWorker[ResultT]: ...
 
     async def retarget(self, store: TaskStore, settings: Settings) -> None:
         """Point the running console at another database, then connect."""
