@@ -36,7 +36,10 @@ async def plant(store: TaskStore, database: Database, column: str = "payload") -
 
 
 async def goods(store: TaskStore, count: int) -> list[str]:
-    return [(await store.submit(name="job", payload={"i": i})).id for i in range(count)]
+    """``count`` good tasks' ids, in the order claims take them (run_at_ms, then id:
+    two submits in one millisecond need not be in id order)."""
+    tasks = [await store.submit(name="job", payload={"i": i}) for i in range(count)]
+    return [t.id for t in sorted(tasks, key=lambda t: (t.run_at_ms, t.id))]
 
 
 def assert_failed_once(
