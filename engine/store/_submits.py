@@ -89,18 +89,22 @@ class SubmitStore(StoreCore):
     def _prepare_submit(
         self,
         *,
+        # where it goes, and what it carries
         name: str,
-        payload: Any = None,
         queue: str = "default",
+        payload: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        # when and how often it runs
+        delay_ms: int = 0,
+        priority: int = 0,
+        max_attempts: int = 3,
+        # the key it holds, and what a holder already there means
         key: str | None = None,
         conflict: str = "reuse",
-        max_attempts: int = 3,
-        priority: int = 0,
-        metadata: Mapping[str, Any] | None = None,
-        parent_id: str | None = None,
+        # its family
         root_id: str | None = None,
+        parent_id: str | None = None,
         correlation_id: str | None = None,
-        delay_ms: int = 0,
     ) -> NewTask:
         """Validate and encode a submit without I/O (ValueError/SerializationError)."""
         nul = self.text_refuses_nul
