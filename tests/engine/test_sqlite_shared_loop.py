@@ -103,10 +103,18 @@ async def test_every_store_call_gives_the_loop_a_turn(store: SQLiteStore, operat
 @pytest.mark.parametrize("operation", ["get", "keyed submit (existing key)", "submit"])
 async def test_a_loop_of_store_calls_lets_a_ticker_run(store: SQLiteStore, operation: str) -> None:
     call = OPERATIONS[operation]
-    ticks, idle = await ticks_against_idle(lambda: call(store))
     # The issue's bar, 40 of 50 ticks, counted against the idle loop's own
-    # count so a loaded machine's late timers do not fail it.
-    assert ticks >= 0.8 * idle, (operation, ticks, idle)
+    # count so a loaded machine's late timers do not fail it. A store that
+    # starves the loop misses the bar on every try; a burst of load on a shared
+    # machine misses it on one at most, so three tries keep the first and drop
+    # the second (it failed once in a loaded full-suite run).
+    seen: list[tuple[int, int]] = []
+    for _ in range(3):
+        ticks, idle = await ticks_against_idle(lambda: call(store))
+        seen.append((ticks, idle))
+        if ticks >= 0.8 * idle:
+            return
+    raise AssertionError((operation, seen))
 
 
 async def test_the_issue_example_through_the_client(sqlite_path: Path) -> None:
