@@ -104,11 +104,52 @@ async def prefill(target: Target, count: int, name: str) -> None:
             await asyncio.gather(*(client.submit(name, {"i": i}) for i in chunk))
 
 
+class WriteCount:
+    """The engine store's committing calls during a drain, counted per kind.
+
+    Each wrapped call is one commit (one transaction), except a completing
+    claim whose shared transaction failed (then the completions commit
+    alone: two) and a claim session whose probe found nothing (none). Group
+    commit could merge lone ``complete``/``fail`` writes, so their count is
+    an upper bound; the drain rows' no-op handlers make none of them.
+    """
+
+    KINDS = ("claim_session", "claim_session_completing", "complete_many", "complete", "fail")
+
+    def __init__(self, store: Any) -> None:
+        self.calls: dict[str, int] = dict.fromkeys(self.KINDS, 0)
+        self.commits = 0
+        self.settled_in_claims = 0
+        for kind in self.KINDS:
+            setattr(store, kind, self._wrap(kind, getattr(store, kind)))
+
+    def _wrap(self, kind: str, method: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            out = await method(*args, **kwargs)
+            self.calls[kind] += 1
+            if kind == "claim_session":
+                self.commits += out is not None
+            elif kind == "claim_session_completing":
+                self.commits += 1 + (out.claim_error is not None)
+                self.settled_in_claims += len(out.settled)
+            else:
+                self.commits += 1
+            return out
+
+        return counted
+
+
+#: The last engine drain's write count (printed beside its row).
+LAST_WRITES: list[WriteCount] = []
+
+
 async def drain(side: str, target: Target, count: int, batch: int | None) -> float:
     """Tasks per second for one worker draining ``count`` queued no-op tasks."""
     await prefill(target, count, "noop")
     client = target.client(side)
     await client.connect()
+    if side == "engine":
+        LAST_WRITES[:] = [WriteCount(client.store)]
     worker = target.worker(side, client.store)
     done = asyncio.Event()
     seen = 0
@@ -275,7 +316,9 @@ async def bench_dialect(
         print("durability: both sides synchronous=FULL (each one's default)")
     else:
         print("durability: both sides one WAL flush per COMMIT (the server's default)")
-    print(f"{'row':44} {'engine':>12} {'cairnq':>12} {'ratio':>8} {'floor':>10}")
+    print(
+        f"{'row':44} {'engine':>12} {'cairnq':>12} {'ratio':>8} {'floor':>10} {'commits/task':>13}"
+    )
     if with_drains:
         await drain_rows(dialect, dsn, workdir, tasks)
     if not with_calls:
@@ -318,9 +361,15 @@ async def drain_rows(dialect: str, dsn: str, workdir: str, tasks: int) -> None:
         slots = CONCURRENCY * (batch or 1)
         floor = await cycle_floor(Target(dialect, dsn, workdir), tasks, slots)
         ratio = rates["engine"] / rates["cairnq"]
+        writes = LAST_WRITES[0]
         print(
             f"{label:44} {rates['engine']:12.0f} {rates['cairnq']:12.0f} {ratio:7.1f}x "
-            f"{floor:10.0f}"
+            f"{floor:10.0f} {writes.commits / tasks:13.4f}"
+        )
+        calls = ", ".join(f"{k} {v}" for k, v in writes.calls.items() if v)
+        print(
+            f"  (engine: {writes.commits} commits for {tasks} tasks, {writes.settled_in_claims} "
+            f"settled inside claims; calls: {calls}; floor: 1/{slots} commits/task)"
         )
 
 

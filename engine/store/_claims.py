@@ -249,8 +249,11 @@ class ClaimStore(OwnedWriteStore):
 
         The worker's path when the calls it settles free the slots the claim
         fills (stores declaring ``capabilities.completing_claim``). The probe
-        runs first, outside any transaction (§4.14 step 1); if it finds work,
-        one transaction completes the given tasks (each ownership-checked,
+        runs first, outside any transaction (§4.14 step 1), unless there are
+        completions to write and the plan promises a ``single_draw``: their
+        transaction is written anyway and an empty draw in it costs less than
+        the probe's own round trip. If there is work (or no probe), one
+        transaction completes the given tasks (each ownership-checked,
         cancel wins, as ``complete_many``), recovers expired leases, runs
         ``plan`` as ``claim_session`` does, and commits: completions and claims
         become durable together (one fsync under SQLite's FULL), so the worker
@@ -287,8 +290,12 @@ class ClaimStore(OwnedWriteStore):
         self._check_writable("claim_session_completing")
         top_up = not (single_draw and self.capabilities.single_draw_commits)
         screened, set_aside = screen_plan(plan, top_up=top_up)
+        # The probe spares an idle worker a write transaction; completions
+        # open one anyway, and with a single draw the claim costs no extra
+        # round trip inside it (Postgres: the whole transaction is one).
+        probe = not ids or not single_draw
         try:
-            if args.names == [] or not await self._probe(args.queues, args.names):
+            if args.names == [] or (probe and not await self._probe(args.queues, args.names)):
                 return CompletingClaim(await self._settle_alone(ids, args.worker_id), None, None)
             outcome = await self._completing_claim(ids, args, screened, single_draw)
             if isinstance(outcome, Exception):

@@ -108,6 +108,38 @@ async def test_probe_finding_nothing_completes_alone(store: TaskStore, database:
     assert {s for s, _ in statuses(database).values()} == {"succeeded"}
 
 
+async def test_single_draw_with_completions_skips_the_probe(
+    store: TaskStore, database: Database
+) -> None:
+    """Completions open a write transaction anyway: a single-draw plan then
+    draws in it without a probe first (an empty draw, here), and still no
+    probe-less transaction is opened for a plan with nothing to complete."""
+    held = await running(store, 2)
+    draws: list[int] = []
+
+    async def plan(draw: Any) -> list[Task]:
+        rows = list(await draw(["job"], 4))
+        draws.append(len(rows))
+        return rows
+
+    outcome = await completing(store)(
+        complete_ids=[t.id for t in held],
+        queues=["default"],
+        worker_id=W,
+        names=["job"],
+        plan=plan,
+        single_draw=True,
+    )
+    assert draws == [0] and outcome.value == [] and outcome.claim_error is None
+    assert outcome.settled == {t.id for t in held}
+    assert {s for s, _ in statuses(database).values()} == {"succeeded"}
+
+    outcome = await completing(store)(
+        complete_ids=[], queues=["default"], worker_id=W, names=["job"], plan=plan, single_draw=True
+    )
+    assert draws == [0] and outcome.value is None and outcome.settled == set()
+
+
 async def test_expired_leases_are_recovered_in_the_shared_transaction(store: TaskStore) -> None:
     held = await running(store, 1)
     await store.submit(name="job")
