@@ -10,10 +10,12 @@ Rows, per dialect:
 - memory (engine only): a worker in its own process drains ``--memory-tasks``
   queued tasks (batch=64) and prints its peak RSS.
 
-The drain rows print a floor: the bare statements of one worker cycle (probe,
-then one transaction: complete the tasks that finished, recover leases, claim
-their replacements, COMMIT), run back to back on one connection of the same
-database at the same durability, as tasks/s. No worker can settle and refill
+The drain rows print a floor: the bare statements of one worker cycle (one
+transaction: complete the tasks that finished, recover leases, claim their
+replacements, COMMIT; no probe, since the completions write anyway), run back
+to back on one connection of the same database at the same durability, as
+tasks/s. Beside each row, the engine's commits per task (from its store's
+committing calls during that drain). No worker can settle and refill
 its slots faster than that on this machine (bench/README.md).
 
 Each row runs on a fresh database (a new SQLite file, a new Postgres schema),
@@ -384,9 +386,10 @@ def _pg(name: str) -> str:
 async def cycle_floor(target: Target, count: int, slots: int) -> float:
     """Tasks/s of the bare statements of worker cycles, one COMMIT per cycle.
 
-    A cycle is what the engine's worker does per refill: the probe, then one
-    transaction completing the ``slots`` tasks claimed by the previous cycle,
-    recovering expired leases and claiming ``slots`` more, then COMMIT. The
+    A cycle is what the engine's worker does per refill: one transaction (no
+    probe: the completions open it anyway) completing the ``slots`` tasks
+    claimed by the previous cycle, recovering expired leases and claiming
+    ``slots`` more, then COMMIT. The
     statements are the engine's own (sql/), on one connection, at the same
     durability (SQLite synchronous=FULL; Postgres's default WAL flush).
     """
@@ -403,14 +406,12 @@ async def cycle_floor(target: Target, count: int, slots: int) -> float:
 def _sqlite_floor(path: str, cycles: int, slots: int) -> float:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("pragma synchronous = full")
-    probe, settle = _sqlite("claimable_probe"), _sqlite("complete_many")
+    settle = _sqlite("complete_many")
     recover, claim = _sqlite("recover_leases"), _sqlite("claim_one_queue")
     held: list[str] = []
-    queues = json.dumps(["default"])
     started = time.perf_counter()
     for _ in range(cycles):
         now = int(time.time() * 1000)
-        conn.execute(probe, {"queues": queues, "names": None, "now_ms": now}).fetchall()
         conn.execute("begin immediate")
         conn.execute(settle, {"ids": json.dumps(held), "worker_id": "w", "now_ms": now})
         conn.execute(recover, {"lease_expired_error": LEASE_EXPIRED_JSON, "now_ms": now})
@@ -430,13 +431,12 @@ def _pg_floor(dsn: str, schema: str, cycles: int, slots: int) -> float:
     import psycopg
 
     options = f"-c search_path={schema}"
-    probe, settle = _pg("claimable_probe"), _pg("complete_many")
+    settle = _pg("complete_many")
     recover, claim = _pg("recover_leases"), _pg("claim_one_queue")
     held: list[str] = []
     with psycopg.connect(dsn, autocommit=True, options=options) as conn:
         started = time.perf_counter()
         for _ in range(cycles):
-            conn.execute(probe, {"queues": ["default"], "names": None}).fetchall()
             # One round trip, as the engine's worker sends it (pipeline mode).
             with conn.pipeline():
                 conn.execute("begin")
