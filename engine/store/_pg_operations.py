@@ -77,6 +77,12 @@ class PostgresOperations(TaskStore):
         """A ``Task`` from a row as this store's connections return it."""
 
     @abc.abstractmethod
+    def _task_cursor(self, conn: Conn) -> Any:
+        """A cursor on ``conn`` whose full task rows come back as ``Task``s, built
+        by position (no dict per row), or None where the table's columns are not
+        in protocol order (rows then come back as dicts: ``_task``)."""
+
+    @abc.abstractmethod
     async def _one(
         self, name: str, params: Mapping[str, Any], *, write: bool, retry: bool = False
     ) -> Task | None:
@@ -344,13 +350,19 @@ class PostgresOperations(TaskStore):
                         )
                         if stmt is None:
                             return []
-                        cur = await conn.execute(*stmt)
+                        cur = self._task_cursor(conn)
+                        if cur is None:
+                            cur = await conn.execute(*stmt)
+                        else:
+                            await cur.execute(*stmt)
                         if single_draw:
                             await conn.execute(_COMMIT)
                             committed = True
                         rows = await cur.fetchall()  # syncs: the COMMIT's outcome too
                         confirmed = committed
-                        return in_claim_order(self._task(r) for r in rows)
+                        return in_claim_order(
+                            r if isinstance(r, Task) else self._task(r) for r in rows
+                        )
 
                     value = await plan(draw)
                     if not committed:
