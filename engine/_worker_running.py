@@ -25,12 +25,12 @@ from engine._models import Task
 from engine._worker_calls import (
     Call,
     NameStats,
-    Settlement,
     invoke,
     leftovers,
     renew_leases,
 )
 from engine._worker_plan import Registration, payload_bytes
+from engine._worker_settles import Settlement
 from engine._worker_snapshot import ErrorReport, report_of
 from engine._worker_threads import HandlerThreads
 

@@ -25,6 +25,7 @@ from engine.store import _sqlite_sync as sync
 from engine.store._base import (
     LEASE_EXPIRED_JSON,
     NewTask,
+    OwnedSettle,
     TaskStore,
     insert_params,
     keyed_choice,
@@ -384,3 +385,15 @@ def _keyed_update(raw: sqlite3.Connection, key: str, sql: str, extra: dict[str, 
         sync.rollback(raw)
         raise
     return rows
+
+
+def settle_statement(settle: OwnedSettle) -> tuple[str, dict[str, Any]]:
+    """The ``complete`` / ``fail`` statement and its parameters for one riding settlement."""
+    params: dict[str, Any] = {"id": settle.task_id, "worker_id": settle.worker_id}
+    if settle.kind == "complete":
+        params["result"] = settle.value_json
+    else:
+        params.update(
+            error=settle.value_json, retryable=int(settle.retryable), delay_ms=settle.delay_ms
+        )
+    return _sql(settle.kind), params

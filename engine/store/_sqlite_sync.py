@@ -247,20 +247,20 @@ def begin_with(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) -> Ro
 
 def begin_settling(
     conn: sqlite3.Connection,
-    settle: tuple[str, dict[str, Any]],
+    settles: Sequence[tuple[str, dict[str, Any]]],
     first: tuple[str, dict[str, Any]],
-) -> tuple[Rows, Rows] | Exception:
-    """Open a transaction, run ``settle`` then ``first``; it stays open on success.
+) -> tuple[list[Rows], Rows] | Exception:
+    """Open a transaction, run each of ``settles`` then ``first``; it stays open on success.
 
-    The completing claim session's start: the completions of finished tasks,
-    then lease recovery, both inside the transaction the session's draws join.
-    ``Busy`` when BEGIN was refused (nothing done). An error of either
-    statement rolls the transaction back and is returned, not raised, so the
-    caller can tell it from ``Busy`` and write the completions on their own.
+    The completing claim session's start: the settlements of finished tasks,
+    then lease recovery, all inside the transaction the session's draws join.
+    ``Busy`` when BEGIN was refused (nothing done). An error of any statement
+    rolls the transaction back and is returned, not raised, so the caller can
+    tell it from ``Busy`` and write the settlements on their own.
     """
     begin(conn)
     try:
-        settled = run(conn, *settle)
+        settled = [run(conn, *settle) for settle in settles]
         return settled, run(conn, *first)
     except Exception as exc:
         _rollback_quietly(conn)

@@ -433,6 +433,9 @@ class PostgresStore(PostgresOperations):
 
         return await self._run(work, write=write, retry=retry)
 
+    def _task_cursor(self, conn: Conn) -> Any:
+        return conn.cursor(row_factory=self._task_rows) if self._positional else None
+
     def _task_rows(self, cursor: Any) -> Callable[[Sequence[Any]], Task]:
         """A row factory building ``Task``s by position (``_positional`` tables only).
 

@@ -60,13 +60,20 @@ from engine.store._base import (
     LEASE_EXPIRED_JSON,
     ClaimArgs,
     CompletingClaim,
+    OwnedSettle,
     Plan,
+    SettleOutcome,
     StoreCapabilities,
 )
 from engine.store._faults import locked, sqlite_fault
 from engine.store._signals import Wake
 from engine.store._sqlite_commits import CommitWatch
-from engine.store._sqlite_operations import SQLiteOperations, _claim_statement, _task
+from engine.store._sqlite_operations import (
+    SQLiteOperations,
+    _claim_statement,
+    _task,
+    settle_statement,
+)
 from engine.store._sqlite_writer import SQLiteWriter, yield_loop
 
 T = TypeVar("T")
@@ -538,21 +545,27 @@ class SQLiteStore(SQLiteOperations):
         return value
 
     async def _completing_claim(
-        self, ids: builtins.list[str], args: ClaimArgs, plan: Plan[T], single_draw: bool
+        self,
+        ids: builtins.list[str],
+        args: ClaimArgs,
+        plan: Plan[T],
+        single_draw: bool,
+        settles: builtins.list[OwnedSettle],
     ) -> CompletingClaim[T] | Exception:
-        """One ``BEGIN IMMEDIATE``: complete, recover, ``plan``, COMMIT (see the base class).
+        """One ``BEGIN IMMEDIATE``: complete, settle, recover, ``plan``, COMMIT (see the base).
 
         ``single_draw`` saves a round trip on Postgres; SQLite has none to save.
         Raises ``StoreLocked`` if the database stayed locked for ``busy_timeout_ms``.
         """
         del single_draw
         await self._ready()
-        settle = (_sql("complete_many"), {"ids": _json.dumps(ids), "worker_id": args.worker_id})
+        many = {"ids": _json.dumps(ids), "worker_id": args.worker_id}
+        writes = [(_sql("complete_many"), many), *(settle_statement(s) for s in settles)]
         recover = (_sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON})
         with self._writer.in_flight():
             with self._faults():
                 started = await self._writer.begin_session(
-                    lambda raw: sync.begin_settling(raw, settle, recover)
+                    lambda raw: sync.begin_settling(raw, writes, recover)
                 )
             value: T | None = None
             try:
@@ -569,14 +582,14 @@ class SQLiteStore(SQLiteOperations):
                     return exc
             finally:
                 self._writer.end_session()
-        settled_rows, recovered = started
+        (settled_rows, *settle_rows), recovered = started
         await yield_loop()
-        return CompletingClaim(
-            {row[0] for row in settled_rows}, value, None, [_task(r) for r in recovered]
-        )
-
-
-# -- transactions (run inline by _retrying) ------------------------------------------------------
+        written: dict[str, SettleOutcome] = {
+            s.task_id: _task(rows[0]) if rows else None
+            for s, rows in zip(settles, settle_rows, strict=True)
+        }
+        settled = {row[0] for row in settled_rows}
+        return CompletingClaim(settled, value, None, [_task(r) for r in recovered], written)
 
 
 __all__ = ["SQLiteStore"]
