@@ -11,6 +11,7 @@ The protocol fixes the schema, so the statements are shaped around its indexes
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -85,6 +86,12 @@ class Inspector:
         self.window_edge: tuple[float, int, int] | None = None
         self.clock = clock
         self.background = background
+
+    def in_background(self) -> Inspector:
+        """This inspector reading on the store's background lane."""
+        twin = copy.copy(self)
+        twin.background = True
+        return twin
 
     async def _read(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         if self.background:

@@ -2,14 +2,19 @@
 target's history file. Plain Python over the engine's ``Inspector`` reads (no
 query of its own, no Textual).
 
-Each ``sample()``: the per-(queue, status) counts of ``Inspector.queue_counts``
-(the name column holds ``"*"``: the engine has no per-name count read, and one
-count per name and status would cost a read each), and the failed tasks
-completed since the last sample (``tasks_page`` sorted by completion time,
-ascending, from where the last one stopped, a page at a time), with their
-attempt, error type and message. Rows a view drew with an error (a task
-retrying after a failure) are noted with ``note_rows`` and written with the
-next sample. Writes to the file run on a thread (``asyncio.to_thread``).
+Each ``sample()``: the per-(queue, name, status) counts of
+``Inspector.name_counts`` (capped like the Queues view's; the first
+``DEFAULT_NAMES_PER_QUEUE`` names per queue and status by name, the rest as
+"other"), the failed tasks completed since the last sample (``tasks_page``
+sorted by completion time, ascending, from where the last one stopped, a page
+at a time) with their attempt, error type and message, and the workers holding
+leases. Rows a view drew with an error (a task retrying after a failure) are
+noted with ``note_rows`` and written with the next sample.
+
+Off the refresh's path: the reads run on the store's background lane
+(``Inspector.in_background``: on SQLite a thread and connection of their own,
+so a view's read never queues behind them), and the sample is written in one
+transaction on a thread (``asyncio.to_thread``), without an fsync.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ class Recorder:
     """Samples one target into its history file."""
 
     def __init__(self, inspector: Inspector, history: HistoryFile, clock: Callable[[], int]):
-        self.inspector = inspector
+        self.inspector = inspector.in_background()
         self.history = history
         self.clock = clock
         #: Failures completed from this time on are read by the next sample.
@@ -67,12 +72,7 @@ class Recorder:
     async def sample(self) -> int:
         """Take one sample; returns the failures written that were new."""
         now = self.clock()
-        counts = await self.inspector.queue_counts()
-        rows = [
-            (queue, "*", status, count.value)
-            for queue, per in sorted(counts.items())
-            for status, count in sorted(per.items())
-        ]
+        counts = {cell: n.value for cell, n in (await self.inspector.name_counts()).items()}
         since = self.failures_since if self.failures_since is not None else now - FIRST_LOOK_BACK_MS
         page = await self.inspector.tasks_page(
             TaskFilter(status="failed", sort="completed", descending=False, since_ms=since),
@@ -96,21 +96,19 @@ class Recorder:
         prune = now - self._pruned_at >= PRUNE_EVERY_MS
         if prune:
             self._pruned_at = now
-        new = await asyncio.to_thread(self._write, now, rows, failures, workers, prune)
+        new = await asyncio.to_thread(self._write, now, counts, failures, workers, prune)
         self.samples += 1
         return new
 
     def _write(
         self,
         now: int,
-        rows: list[tuple[str, str, str, int]],
+        counts: dict[tuple[str, str | None, str], int],
         failures: list[SeenFailure],
         workers: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]],
         prune: bool,
     ) -> int:
-        self.history.record_counts(now, rows)
-        self.history.record_workers(now, workers)
-        new = self.history.record_failures(now, failures)
+        new = self.history.record_sample(now, counts, failures, workers)
         if prune:
             self.history.prune(now)
         return new

@@ -150,7 +150,13 @@ async def test_recorder_samples_counts_and_failures_cairnq_wrote(
         assert [a.error_type for a in history.attempts(retrying)] == ["TimeoutError"]
         assert history.attempts(retrying)[0].status == "queued"
         assert history.attempts(second)[0].error_type == "OSError"
-        assert history.counts()["samples"] == 3 * 3 * 5  # 3 samples, 3 queues, 5 statuses
+        assert history.counts()["samples"] == 3  # a row per sample
+        # Per queue, name and status: the depth of one name in one queue.
+        assert history.depth(0, queue="waiting", name="charge")["waiting"][-1][1] == 1
+        # ship: none queued, charted (as 0) only in the sample that saw it
+        assert [n for _, n in history.depth(0, name="ship")["default"]] == [0]
+        failed = history.depth(0, statuses=("failed",), name="ship")
+        assert [n for _, n in failed["default"]] == [1]  # the third sample saw it
     finally:
         history.close()
 
@@ -209,7 +215,7 @@ async def test_console_keeps_a_history_file_and_audits_its_writes(demo_db: Path)
             if history.file.counts()["samples"]:
                 break
             await pilot.pause(0.05)
-        assert history.file.counts()["samples"] == 3 * 5  # 3 queues, 5 statuses
+        assert history.file.counts()["samples"] == 1  # one row per sample
         # The demo's failed charge (the retrying one too, once the Tasks view drew it).
         rows, _ = demo_rows()
         assert [a.error_type for a in history.file.attempts(rows[6]["id"])] == ["CardDeclined"]
