@@ -375,20 +375,22 @@ class Inspector:
         return out
 
     async def name_counts(
-        self, *, cap: int | None = None, names: int = DEFAULT_NAMES_PER_QUEUE
+        self, *, cap: int | None = None, names: int = DEFAULT_NAMES_PER_QUEUE, live: bool = False
     ) -> dict[tuple[str, str | None, str], CappedCount]:
         """``{(queue, name, status): count}``, each capped, zero counts left out.
 
         Per queue and status the first ``names`` names (in name order) are
         counted one by one; the tasks of any further names are counted together
         under the name None ("other"). Bounded by the index entries it may count:
-        queues x 5 x (``names`` + 1) x ``cap``.
+        queues x 5 x (``names`` + 1) x ``cap``. ``live``: the queued and running
+        tasks only (a backlog is small where finished tasks pile up: cheap).
         """
         cap = self._cap(cap)
         if isinstance(names, bool) or not isinstance(names, int) or names < 1:
             raise ValueError(f"names must be a positive integer, got {names!r}")
         out: dict[tuple[str, str | None, str], CappedCount] = {}
-        for row in await self._read("inspect_name_counts", {"cap": cap, "names": names}):
+        params = {"cap": cap, "names": names, "live": int(bool(live))}
+        for row in await self._read("inspect_name_counts", params):
             if row["n"]:
                 out[(row["queue"], row["name"], row["status"])] = CappedCount(int(row["n"]), cap)
         return out

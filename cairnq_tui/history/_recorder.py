@@ -5,7 +5,10 @@ query of its own, no Textual).
 Each ``sample()``: the per-(queue, name, status) counts of
 ``Inspector.name_counts`` (capped like the Queues view's; the first
 ``DEFAULT_NAMES_PER_QUEUE`` names per queue and status by name, the rest as
-"other"), the failed tasks completed since the last sample (``tasks_page``
+"other"): the live statuses (queued, running) read at every sample, the finished
+ones (succeeded, failed, canceled: a count of the retained rows, the costly
+part) every ``FINISHED_EVERY_MS`` and carried over in between; the failed tasks
+completed since the last sample (``tasks_page``
 sorted by completion time, ascending, from where the last one stopped, a page
 at a time) with their attempt, error type and message, and the workers holding
 leases. Rows a view drew with an error (a task retrying after a failure) are
@@ -25,12 +28,15 @@ from collections.abc import Callable, Iterable
 from cairnq_tui.history._file import HistoryFile, SeenFailure
 from engine.inspection import Inspector, TaskFilter, TaskSummary
 
+LIVE = ("queued", "running")
 #: Failures read per sample at most (the rest are read by the next samples).
 FAILURES_PER_SAMPLE = 500
 #: On the first sample, failures this far back are read.
 FIRST_LOOK_BACK_MS = 3_600_000
 #: How often the file is pruned (by age and size).
 PRUNE_EVERY_MS = 600_000
+#: How often the counts of finished tasks are read (the live ones: every sample).
+FINISHED_EVERY_MS = 600_000
 
 
 def seen_failure(row: TaskSummary) -> SeenFailure:
@@ -59,6 +65,9 @@ class Recorder:
         self.samples = 0
         self._noted: dict[tuple[str, int], SeenFailure] = {}
         self._pruned_at = -PRUNE_EVERY_MS
+        #: The last counts of finished tasks, and when they were read.
+        self._finished: dict[tuple[str, str | None, str], int] = {}
+        self._finished_at: int | None = None
 
     def note_rows(self, rows: Iterable[TaskSummary]) -> None:
         """Rows a view showed: the ones carrying an error are failures seen."""
@@ -72,7 +81,14 @@ class Recorder:
     async def sample(self) -> int:
         """Take one sample; returns the failures written that were new."""
         now = self.clock()
-        counts = {cell: n.value for cell, n in (await self.inspector.name_counts()).items()}
+        every = self._finished_at is None or not 0 <= now - self._finished_at < FINISHED_EVERY_MS
+        read = await self.inspector.name_counts(live=not every)
+        counts = {cell: n.value for cell, n in read.items()}
+        if every:
+            self._finished = {c: n for c, n in counts.items() if c[2] not in LIVE}
+            self._finished_at = now
+        else:
+            counts.update(self._finished)
         since = self.failures_since if self.failures_since is not None else now - FIRST_LOOK_BACK_MS
         page = await self.inspector.tasks_page(
             TaskFilter(status="failed", sort="completed", descending=False, since_ms=since),

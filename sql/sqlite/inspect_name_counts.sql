@@ -6,8 +6,9 @@
 -- together in one more row whose name is null ("other"), also capped. So the cost
 -- is bounded by queues x 5 x (:names + 1) x :cap index entries. (The "other" count
 -- is ordered as the index is, so no planner trades its range for a table scan
--- that a LIMIT might stop early.)
--- Params: :cap, :names.
+-- that a LIMIT might stop early.) With :live = 1 only the live statuses (queued,
+-- running) are counted: what a backlog is, and cheap to count often.
+-- Params: :cap, :names, :live.
 with recursive queues(queue) as (
     select min(queue) from cairnq_tasks
     union all
@@ -25,7 +26,7 @@ cells(queue, status, name, k) as (
            1
     from queues q
     cross join statuses s
-    where q.queue is not null
+    where q.queue is not null and (:live = 0 or s.status in ('queued', 'running'))
     union all
     select c.queue, c.status,
            (select min(t.name) from cairnq_tasks t

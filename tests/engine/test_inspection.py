@@ -149,6 +149,8 @@ async def test_queue_views(store: TaskStore) -> None:
     first = await inspector.name_counts(names=1, cap=3)
     assert first[("b", "x", "queued")] == CappedCount(3, 3)  # x < y: x is first
     assert ("b", "y", "queued") not in first and first[("b", None, "queued")].value > 0
+    live = await inspector.name_counts(live=True)
+    assert live == {k: c for k, c in by_name.items() if k[2] in ("queued", "running")}
     # A background inspector reads the same (its own lane on SQLite).
     assert await Inspector(store, background=True).name_counts() == by_name
     with pytest.raises(ValueError):

@@ -108,6 +108,8 @@ def _values(sql: str, active: frozenset[str], dialect: str, rows: int = 600) -> 
                 if re.search(r"completed_at_ms >= :cursor_ms|> :cursor_ms", sql)
                 else 10**13
             )
+        elif name == "live":
+            out[name] = 0
         elif name == "bucket_ms":
             out[name] = 60_000
         else:
