@@ -102,9 +102,11 @@ class Recorder:
             self.failures_since = last if last is not None else since
         elif self.failures_since is None:
             self.failures_since = since
+        # Leases are held by running tasks: with none counted, there is no worker to read.
+        running = any(status == "running" for _, _, status in counts)
         workers = [
             (w.worker_id, w.tasks, w.names, w.queues)
-            for w in await self.inspector.workers()
+            for w in (await self.inspector.workers() if running else [])
             if w.worker_id is not None
         ]
         failures.extend(self._noted.values())
