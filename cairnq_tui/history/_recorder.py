@@ -81,10 +81,10 @@ class Recorder:
     async def sample(self) -> int:
         """Take one sample; returns the failures written that were new."""
         now = self.clock()
-        every = self._finished_at is None or not 0 <= now - self._finished_at < FINISHED_EVERY_MS
-        read = await self.inspector.name_counts(live=not every)
+        due = self._finished_at is None or not 0 <= now - self._finished_at < FINISHED_EVERY_MS
+        read = await self.inspector.name_counts(live=not due)
         counts = {cell: n.value for cell, n in read.items()}
-        if every:
+        if due:
             self._finished = {c: n for c, n in counts.items() if c[2] not in LIVE}
             self._finished_at = now
         else:
