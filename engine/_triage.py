@@ -55,11 +55,15 @@ _MASKS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # prefixed ULIDs (task_…, worker_…) and bare ones
     (re.compile(rf"{_START}(?:[A-Za-z]+_)?[#A-HJKMNP-TV-Z]{{26}}{_END}"), "<id>", "#"),
     (re.compile(rf"{_START}#[xX][#a-fA-F]+{_END}"), "<hex>", "#"),
-    # hex runs of 8+ holding both a digit and a letter (hashes, object addresses)
+    # words of hex digits holding a letter, when they also hold a digit ("beef42",
+    # hashes, object addresses) or are 6 long or more ("deadbeef"; so "decade"
+    # too); words of digits alone are numbers, below
     (
-        re.compile(rf"{_START}(?=[#a-fA-F]*#)(?=[#a-fA-F]*[a-fA-F])[#a-fA-F]{{8,}}{_END}"),
+        re.compile(
+            rf"{_START}(?=[#a-fA-F]*[a-fA-F])(?:(?=[#a-fA-F]*#)[#a-fA-F]+|[a-fA-F]{{6,}}){_END}"
+        ),
         "<hex>",
-        "#",
+        "",
     ),
     (re.compile(r"#+(?:\.#+)?"), "<n>", "#"),
 )
@@ -121,7 +125,9 @@ def _raw_text(text: str) -> str | None:
 def _window_note(inspector: Inspector, held: int) -> str:
     if held >= inspector.search_window:
         return f"searched the newest {inspector.search_window:,} failures"
-    return f"searched all {held:,} failures"
+    if held == 1:
+        return "searched the 1 failure"
+    return f"searched all {held:,} failures" if held else "searched 0 failures"
 
 
 async def error_page(

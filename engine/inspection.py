@@ -13,6 +13,7 @@ anything opens it as a store. The operator writes (run now, delay by) are
 from engine._inspect_types import (
     DEFAULT_COUNT_CAP,
     DEFAULT_ERROR_WINDOW,
+    DEFAULT_NAMES_PER_QUEUE,
     DEFAULT_SEARCH_WINDOW,
     SEARCH_KINDS,
     SORT_KEYS,
@@ -49,6 +50,7 @@ __all__ = [
     "DEFAULT_COUNT_CAP",
     "DEFAULT_ERROR_WINDOW",
     "DEFAULT_METRICS_CAP",
+    "DEFAULT_NAMES_PER_QUEUE",
     "DEFAULT_SEARCH_WINDOW",
     "SEARCH_KINDS",
     "SORT_KEYS",

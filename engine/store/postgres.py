@@ -453,7 +453,7 @@ class PostgresStore(PostgresOperations):
         return await self._run(pg_schema.read_protocol_version, write=False, retry=True)
 
     async def read_statement(
-        self, name: str, params: Mapping[str, Any]
+        self, name: str, params: Mapping[str, Any], *, background: bool = False
     ) -> builtins.list[dict[str, Any]]:
         """Run a read-only statement by name; rows as dicts (JSON decoded).
 

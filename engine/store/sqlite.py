@@ -163,8 +163,9 @@ class SQLiteStore(SQLiteOperations):
         # Introspection reads (read_statement) scan pages of thousands of rows: they
         # run on a thread of their own with a connection of their own, so a console
         # sharing this loop never freezes for them, and writers never wait on them.
-        self._inspect_thread: ThreadPoolExecutor | None = None
-        self._inspect_reader: sqlite3.Connection | None = None
+        # Background reads (a recorder's) have a second thread and connection.
+        self._inspect_threads: dict[bool, ThreadPoolExecutor] = {}
+        self._inspect_readers: dict[bool, sqlite3.Connection] = {}
         self._reader_at: tuple[str, bool] | None = None
         self._connect_lock: asyncio.Lock | None = None
         self._closed = False
@@ -304,12 +305,11 @@ class SQLiteStore(SQLiteOperations):
             with self._reader_lock:
                 self._reader.close()
             self._reader = None
-        if self._inspect_thread is not None:
-            await asyncio.get_running_loop().run_in_executor(
-                self._inspect_thread, self._close_inspect_reader
-            )
-            self._inspect_thread.shutdown(wait=False)
-            self._inspect_thread = None
+        for lane, thread in list(self._inspect_threads.items()):
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(thread, self._close_inspect_reader, lane)
+            thread.shutdown(wait=False)
+        self._inspect_threads.clear()
         await self._writer.close()
         for watch in watches:
             await watch.released()
@@ -400,7 +400,7 @@ class SQLiteStore(SQLiteOperations):
         return int(rows[0][0]) if rows else 0
 
     async def read_statement(
-        self, name: str, params: Mapping[str, Any]
+        self, name: str, params: Mapping[str, Any], *, background: bool = False
     ) -> builtins.list[dict[str, Any]]:
         """Run the read-only statement ``sql/sqlite/<name>.sql``; rows as dicts.
 
@@ -413,34 +413,40 @@ class SQLiteStore(SQLiteOperations):
         if self._closed or self._writer.raw is None:
             await self._ready()
         if self._reader_at is not None:
-            if self._inspect_thread is None:
-                self._inspect_thread = ThreadPoolExecutor(1, thread_name_prefix="cairnq-inspect")
+            lane = bool(background)
+            thread = self._inspect_threads.get(lane)
+            if thread is None:
+                prefix = "cairnq-inspect-background" if lane else "cairnq-inspect"
+                thread = ThreadPoolExecutor(1, thread_name_prefix=prefix)
+                self._inspect_threads[lane] = thread
             with self._faults():
                 return await asyncio.get_running_loop().run_in_executor(
-                    self._inspect_thread, self._inspect_read, sql, bound
+                    thread, self._inspect_read, sql, bound, lane
                 )
         names, rows = await self._retrying(sync.fetch_described, sql, bound, commits=False)
         return [dict(zip(names, row, strict=True)) for row in rows]
 
-    def _inspect_read(self, sql: str, params: dict[str, Any]) -> builtins.list[dict[str, Any]]:
-        """On the inspect thread: one read on its own connection, opened on first use."""
-        if self._inspect_reader is None:
+    def _inspect_read(
+        self, sql: str, params: dict[str, Any], lane: bool
+    ) -> builtins.list[dict[str, Any]]:
+        """On an inspect thread: one read on its own connection, opened on first use."""
+        reader = self._inspect_readers.get(lane)
+        if reader is None:
             assert self._reader_at is not None
             location, uri = self._reader_at
-            self._inspect_reader = sync.open_reader(
-                location, uri=uri, synchronous=self._synchronous
-            )
+            reader = sync.open_reader(location, uri=uri, synchronous=self._synchronous)
             # Off the loop a read may wait out a checkpoint or WAL recovery.
-            self._inspect_reader.execute(f"pragma busy_timeout = {int(self._busy_timeout_ms)}")
-        cursor = self._inspect_reader.execute(sql, params)
+            reader.execute(f"pragma busy_timeout = {int(self._busy_timeout_ms)}")
+            self._inspect_readers[lane] = reader
+        cursor = reader.execute(sql, params)
         rows = cursor.fetchall()
         names = [d[0] for d in cursor.description or ()]
         return [dict(zip(names, row, strict=True)) for row in rows]
 
-    def _close_inspect_reader(self) -> None:
-        if self._inspect_reader is not None:
-            self._inspect_reader.close()
-            self._inspect_reader = None
+    def _close_inspect_reader(self, lane: bool) -> None:
+        reader = self._inspect_readers.pop(lane, None)
+        if reader is not None:
+            reader.close()
 
     # -- wakeups ----------------------------------------------------------------------------
 
