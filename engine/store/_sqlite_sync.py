@@ -15,12 +15,13 @@ side can back off without holding the thread.
 from __future__ import annotations
 
 import contextlib
-import functools
-import re
+import operator
 import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
+
+import orjson
 
 from engine._clock import now_ms
 from engine._errors import ProtocolVersionMismatch, StoreUnavailable
@@ -149,32 +150,34 @@ def _run_one(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) -> Outc
         return exc
 
 
-_VALUES_TUPLE = re.compile(r"\bvalues\s*(\([^()]*\))\s*;?\s*$", re.IGNORECASE)
-_MAX_MERGED_ROWS = 500  # 14 parameters a row stays far below SQLite's 32766
-
-
-@functools.cache
-def _merge_shape(sql: str) -> tuple[str, str, tuple[str, ...]] | None:
-    """``(head, row placeholders, param names)`` if ``sql`` is a plain one-row insert.
-
-    Only ``insert ... values (...)`` ending the statement qualifies (no RETURNING,
-    no upsert clause), i.e. ``insert_task``.
-    """
-    match = _VALUES_TUPLE.search(sql)
-    if match is None or not sql.lstrip().lower().startswith("insert"):
-        return None
-    row = match.group(1)
-    names = tuple(re.findall(r":([A-Za-z_][A-Za-z0-9_]*)", row))
-    return sql[: match.start(1)], re.sub(r":[A-Za-z_][A-Za-z0-9_]*", "?", row), names
+#: Consecutive ``insert_task`` items of a batch are written by ``insert_tasks``
+#: (one statement, its rows as one JSON parameter; stepping the rows one by one
+#: costs ~1.5x the CPU). The values each row carries, in the file's order.
+_INSERT_ONE = statement("sqlite", "insert_task")
+_INSERT_MANY = statement("sqlite", "insert_tasks")
+_INSERT_ROW = operator.itemgetter(
+    "id",
+    "name",
+    "queue",
+    "payload",
+    "metadata",
+    "max_attempts",
+    "priority",
+    "parent_id",
+    "root_id",
+    "correlation_id",
+    "delay_ms",
+)
+#: A NUL character as JSON writes it; ``insert_tasks`` cannot carry one.
+_JSON_NUL = "\\u0000"
 
 
 def _mergeable_run(items: Sequence[tuple[str, dict[str, Any]]], start: int) -> int:
-    """End of the run of identical one-row inserts beginning at ``start``."""
-    sql = items[start][0]
+    """End of the run of ``insert_task`` items beginning at ``start``."""
     end = start + 1
-    if _merge_shape(sql) is None:
+    if items[start][0] != _INSERT_ONE:
         return end
-    while end < len(items) and items[end][0] == sql and end - start < _MAX_MERGED_ROWS:
+    while end < len(items) and items[end][0] == _INSERT_ONE:
         end += 1
     return end
 
@@ -182,22 +185,19 @@ def _mergeable_run(items: Sequence[tuple[str, dict[str, Any]]], start: int) -> i
 def _insert_rows(
     conn: sqlite3.Connection, items: Sequence[tuple[str, dict[str, Any]]]
 ) -> list[Outcome]:
-    """Consecutive one-row inserts as one multi-row INSERT (one statement, one clock).
+    """Consecutive ``insert_task`` items as one ``insert_tasks`` (one statement, one clock).
 
     Each row still succeeds or fails on its own: if the merged statement fails
-    (SQLite undid all of it), the rows run one by one to find whose it was.
+    (SQLite undid all of it) or its rows cannot travel as JSON, the rows run
+    one by one to find whose it was.
     """
-    shape = _merge_shape(items[0][0])
-    assert shape is not None
-    head, row, names = shape
     now = now_ms()
-    values: list[Any] = []
-    for _, params in items:
-        stamp(params, now)
-        values.extend([params[name] for name in names])
     try:
-        conn.execute(head + ",".join([row] * len(items)), values)
-    except Exception:  # a statement error, or a value the driver cannot bind
+        rows = orjson.dumps([_INSERT_ROW(params) for _, params in items]).decode()
+        if _JSON_NUL in rows:
+            raise ValueError("a NUL character cannot travel in insert_tasks' JSON")
+        conn.execute(_INSERT_MANY, {"rows": rows, "now_ms": now})
+    except Exception:  # a statement error, or a value JSON cannot carry
         if not conn.in_transaction:
             raise
         return [_run_one(conn, sql, params) for sql, params in items]
