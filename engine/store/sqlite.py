@@ -549,15 +549,12 @@ class SQLiteStore(SQLiteOperations):
         ids: builtins.list[str],
         args: ClaimArgs,
         plan: Plan[T],
-        single_draw: bool,
         settles: builtins.list[OwnedSettle],
     ) -> CompletingClaim[T] | Exception:
         """One ``BEGIN IMMEDIATE``: complete, settle, recover, ``plan``, COMMIT (see the base).
 
-        ``single_draw`` saves a round trip on Postgres; SQLite has none to save.
         Raises ``StoreLocked`` if the database stayed locked for ``busy_timeout_ms``.
         """
-        del single_draw
         await self._ready()
         many = {"ids": _json.dumps(ids), "worker_id": args.worker_id}
         writes = [(_sql("complete_many"), many), *(settle_statement(s) for s in settles)]
