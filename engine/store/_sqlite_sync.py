@@ -43,6 +43,25 @@ WAL_SIZE_LIMIT_BYTES = 8 * 1024 * 1024
 #: How long a RESTART checkpoint waits for the write lock and for readers.
 _RESTART_WAIT_MS = 250
 
+# A pragma's value cannot be a bound parameter, so every pragma the engine sets
+# is written out whole here, never formatted from a value; a wait chosen by the
+# caller (``busy_timeout_ms``) is given to ``sqlite3.connect`` (``connect_timeout``).
+_SET_SYNCHRONOUS = {
+    "full": "pragma synchronous = full",
+    "normal": "pragma synchronous = normal",
+}
+_SET_WAL_SIZE_LIMIT = "pragma journal_size_limit = 8388608"  # WAL_SIZE_LIMIT_BYTES
+_WAIT_FOR_RESTART = "pragma busy_timeout = 250"  # _RESTART_WAIT_MS
+_NEVER_WAIT = "pragma busy_timeout = 0"
+#: SQLite keeps its busy timeout in a C int of milliseconds.
+_MAX_WAIT_MS = 2**31 - 1
+
+
+def connect_timeout(busy_timeout_ms: int) -> float:
+    """``sqlite3.connect``'s ``timeout`` (seconds) giving a busy timeout of exactly
+    ``busy_timeout_ms`` (the driver truncates ``timeout * 1000``), at most ~24.8 days."""
+    return (min(busy_timeout_ms, _MAX_WAIT_MS) + 0.5) / 1000
+
 
 def is_busy(exc: BaseException) -> bool:
     """SQLITE_BUSY (any extended code); SQLITE_LOCKED is a real error, not retried."""
@@ -308,12 +327,12 @@ def refresh_statistics_waiting(conn: sqlite3.Connection) -> None:
     common case, not a contended database; waiting a moment there blocks no one.
     """
     with contextlib.suppress(sqlite3.Error):
-        conn.execute(f"pragma busy_timeout = {_RESTART_WAIT_MS}")
+        conn.execute(_WAIT_FOR_RESTART)
     try:
         refresh_statistics(conn)
     finally:
         with contextlib.suppress(sqlite3.Error):
-            conn.execute("pragma busy_timeout = 0")
+            conn.execute(_NEVER_WAIT)
 
 
 def transaction(
@@ -432,12 +451,14 @@ def open_database(
     memory: bool,
     read_only: bool,
     migrate: bool,
-    busy_timeout_ms: int,
     synchronous: str,
     migrations: Sequence[tuple[str, str]],
     protocol_version_sql: str,
 ) -> None:
     """The open sequence of §8, on the writer connection, ending with busy_timeout 0.
+
+    ``conn`` comes with the store's busy timeout (``connect_timeout``): opening
+    and migrating wait out other connections' locks.
 
     Raises:
         ProtocolVersionMismatch: the database speaks another protocol (checked
@@ -449,7 +470,6 @@ def open_database(
             migrations are off.
     """
     try:
-        conn.execute(f"pragma busy_timeout = {int(busy_timeout_ms)}")
         # Reading the schema is the first real access: a file that is not a
         # database fails here, before anything is written.
         if _table_exists(conn, "cairnq_meta"):
@@ -483,7 +503,7 @@ def open_database(
             )
         # From here on a busy database is waited out by the async side's
         # backoff, so nothing ever sleeps inside SQLite.
-        conn.execute("pragma busy_timeout = 0")
+        conn.execute(_NEVER_WAIT)
         if not memory and not read_only:
             # Checkpoints run on a connection of the housekeeping thread instead
             # (checkpoint_passive, checkpoint_restart): inline commits must
@@ -512,8 +532,8 @@ def set_durability(conn: sqlite3.Connection, synchronous: str) -> None:
     acknowledged commits. ``journal_size_limit`` cuts a WAL that a checkpoint
     reset back to ``WAL_SIZE_LIMIT_BYTES`` (SQLite keeps the largest size seen).
     """
-    conn.execute(f"pragma synchronous = {check_synchronous(synchronous)}")
-    conn.execute(f"pragma journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
+    conn.execute(_SET_SYNCHRONOUS[check_synchronous(synchronous)])
+    conn.execute(_SET_WAL_SIZE_LIMIT)
 
 
 def open_checkpointer(path: str, uri: bool, synchronous: str) -> sqlite3.Connection:
@@ -558,24 +578,32 @@ def checkpoint_restart(conn: sqlite3.Connection) -> None:
     of meeting SQLITE_BUSY and backing off. Errors are ignored.
     """
     with contextlib.suppress(sqlite3.Error):
-        conn.execute(f"pragma busy_timeout = {_RESTART_WAIT_MS}")
+        conn.execute(_WAIT_FOR_RESTART)
         try:
             conn.execute("pragma wal_checkpoint(restart)").fetchall()
         finally:
-            conn.execute("pragma busy_timeout = 0")
+            conn.execute(_NEVER_WAIT)
 
 
-def open_reader(path: str, *, uri: bool, synchronous: str) -> sqlite3.Connection:
-    """A second connection for reads on the event-loop thread (WAL readers never block).
+def open_reader(
+    path: str, *, uri: bool, synchronous: str, busy_timeout_ms: int = 0
+) -> sqlite3.Connection:
+    """A second connection for reads (WAL readers never block).
 
-    ``busy_timeout`` 0: a read that would wait falls back to the writer thread.
-    ``query_only`` makes a stray write through it impossible; it still gets the
-    store's durability, since the last connection to close checkpoints the WAL.
+    ``busy_timeout_ms`` 0 (the event-loop reader): a read that would wait falls
+    back to the writer thread; a reader off the loop may wait. ``query_only``
+    makes a stray write through it impossible; it still gets the store's
+    durability, since the last connection to close checkpoints the WAL.
     """
-    reader = sqlite3.connect(path, uri=uri, isolation_level=None, check_same_thread=False)
+    reader = sqlite3.connect(
+        path,
+        uri=uri,
+        timeout=connect_timeout(busy_timeout_ms),
+        isolation_level=None,
+        check_same_thread=False,
+    )
     try:
         set_durability(reader, synchronous)
-        reader.execute("pragma busy_timeout = 0")
         reader.execute("pragma foreign_keys = on")
         reader.execute("pragma query_only = on")
     except BaseException:

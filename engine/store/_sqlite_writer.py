@@ -141,7 +141,11 @@ class SQLiteWriter:
             try:
                 raw = await thread.call(
                     lambda: sqlite3.connect(
-                        location, uri=uri, isolation_level=None, check_same_thread=False
+                        location,
+                        uri=uri,
+                        timeout=sync.connect_timeout(self._busy_timeout_ms),
+                        isolation_level=None,
+                        check_same_thread=False,
                     )
                 )
             except sqlite3.Error as exc:
@@ -156,7 +160,6 @@ class SQLiteWriter:
                     memory=self._memory,
                     read_only=self._read_only,
                     migrate=migrate,
-                    busy_timeout_ms=self._busy_timeout_ms,
                     synchronous=self._synchronous,
                     migrations=migrations,
                     protocol_version_sql=protocol_version_sql,

@@ -427,11 +427,13 @@ class SQLiteStore(SQLiteOperations):
         if self._inspect_reader is None:
             assert self._reader_at is not None
             location, uri = self._reader_at
-            self._inspect_reader = sync.open_reader(
-                location, uri=uri, synchronous=self._synchronous
-            )
             # Off the loop a read may wait out a checkpoint or WAL recovery.
-            self._inspect_reader.execute(f"pragma busy_timeout = {int(self._busy_timeout_ms)}")
+            self._inspect_reader = sync.open_reader(
+                location,
+                uri=uri,
+                synchronous=self._synchronous,
+                busy_timeout_ms=self._busy_timeout_ms,
+            )
         cursor = self._inspect_reader.execute(sql, params)
         rows = cursor.fetchall()
         names = [d[0] for d in cursor.description or ()]
