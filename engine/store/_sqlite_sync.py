@@ -27,6 +27,12 @@ from engine._clock import now_ms
 from engine._errors import ProtocolVersionMismatch, StoreUnavailable
 from engine._sql import statement
 from engine.store._schema_check import check_sqlite
+from engine.store._sqlite_pragmas import (
+    NEVER_WAIT,
+    WAIT_FOR_RESTART,
+    connect_timeout,
+    set_durability,
+)
 
 
 class Busy(Exception):
@@ -35,32 +41,6 @@ class Busy(Exception):
 
 _SQLITE_BUSY = 5
 Rows = list[tuple[Any, ...]]
-
-#: Accepted values of ``SQLiteStore(synchronous=...)``; the first is the default.
-SYNCHRONOUS_MODES = ("full", "normal")
-#: A reset WAL is truncated to this size (``journal_size_limit``).
-WAL_SIZE_LIMIT_BYTES = 8 * 1024 * 1024
-#: How long a RESTART checkpoint waits for the write lock and for readers.
-_RESTART_WAIT_MS = 250
-
-# A pragma's value cannot be a bound parameter, so every pragma the engine sets
-# is written out whole here, never formatted from a value; a wait chosen by the
-# caller (``busy_timeout_ms``) is given to ``sqlite3.connect`` (``connect_timeout``).
-_SET_SYNCHRONOUS = {
-    "full": "pragma synchronous = full",
-    "normal": "pragma synchronous = normal",
-}
-_SET_WAL_SIZE_LIMIT = "pragma journal_size_limit = 8388608"  # WAL_SIZE_LIMIT_BYTES
-_WAIT_FOR_RESTART = "pragma busy_timeout = 250"  # _RESTART_WAIT_MS
-_NEVER_WAIT = "pragma busy_timeout = 0"
-#: SQLite keeps its busy timeout in a C int of milliseconds.
-_MAX_WAIT_MS = 2**31 - 1
-
-
-def connect_timeout(busy_timeout_ms: int) -> float:
-    """``sqlite3.connect``'s ``timeout`` (seconds) giving a busy timeout of exactly
-    ``busy_timeout_ms`` (the driver truncates ``timeout * 1000``), at most ~24.8 days."""
-    return (min(busy_timeout_ms, _MAX_WAIT_MS) + 0.5) / 1000
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -327,12 +307,12 @@ def refresh_statistics_waiting(conn: sqlite3.Connection) -> None:
     common case, not a contended database; waiting a moment there blocks no one.
     """
     with contextlib.suppress(sqlite3.Error):
-        conn.execute(_WAIT_FOR_RESTART)
+        conn.execute(WAIT_FOR_RESTART)
     try:
         refresh_statistics(conn)
     finally:
         with contextlib.suppress(sqlite3.Error):
-            conn.execute(_NEVER_WAIT)
+            conn.execute(NEVER_WAIT)
 
 
 def transaction(
@@ -503,7 +483,7 @@ def open_database(
             )
         # From here on a busy database is waited out by the async side's
         # backoff, so nothing ever sleeps inside SQLite.
-        conn.execute(_NEVER_WAIT)
+        conn.execute(NEVER_WAIT)
         if not memory and not read_only:
             # Checkpoints run on a connection of the housekeeping thread instead
             # (checkpoint_passive, checkpoint_restart): inline commits must
@@ -514,26 +494,6 @@ def open_database(
         if is_busy(exc):
             raise
         raise StoreUnavailable(f"cannot open SQLite database {target}: {exc}") from exc
-
-
-def check_synchronous(synchronous: object) -> str:
-    """The ``synchronous`` setting, lower-cased; ``ValueError`` unless full or normal."""
-    if not isinstance(synchronous, str) or synchronous.lower() not in SYNCHRONOUS_MODES:
-        raise ValueError(f"synchronous must be 'full' or 'normal', got {synchronous!r}")
-    return synchronous.lower()
-
-
-def set_durability(conn: sqlite3.Connection, synchronous: str) -> None:
-    """``synchronous`` and the WAL size cap, on a connection that commits or checkpoints.
-
-    FULL (the default, what the cairnq SDKs run) fsyncs the WAL at every COMMIT:
-    an acknowledged write survives an OS crash or power loss. NORMAL skips that
-    fsync: a process crash still loses nothing, an OS crash may lose the last
-    acknowledged commits. ``journal_size_limit`` cuts a WAL that a checkpoint
-    reset back to ``WAL_SIZE_LIMIT_BYTES`` (SQLite keeps the largest size seen).
-    """
-    conn.execute(_SET_SYNCHRONOUS[check_synchronous(synchronous)])
-    conn.execute(_SET_WAL_SIZE_LIMIT)
 
 
 def open_checkpointer(path: str, uri: bool, synchronous: str) -> sqlite3.Connection:
@@ -578,11 +538,11 @@ def checkpoint_restart(conn: sqlite3.Connection) -> None:
     of meeting SQLITE_BUSY and backing off. Errors are ignored.
     """
     with contextlib.suppress(sqlite3.Error):
-        conn.execute(_WAIT_FOR_RESTART)
+        conn.execute(WAIT_FOR_RESTART)
         try:
             conn.execute("pragma wal_checkpoint(restart)").fetchall()
         finally:
-            conn.execute(_NEVER_WAIT)
+            conn.execute(NEVER_WAIT)
 
 
 def open_reader(

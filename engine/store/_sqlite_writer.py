@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 from engine._errors import StoreUnavailable
 from engine.store import _sqlite_sync as sync
 from engine.store._sqlite_group import GroupCommit, backoff
+from engine.store._sqlite_pragmas import connect_timeout
 from engine.store._sqlite_thread import WriterThread
 
 R = TypeVar("R")
@@ -143,7 +144,7 @@ class SQLiteWriter:
                     lambda: sqlite3.connect(
                         location,
                         uri=uri,
-                        timeout=sync.connect_timeout(self._busy_timeout_ms),
+                        timeout=connect_timeout(self._busy_timeout_ms),
                         isolation_level=None,
                         check_same_thread=False,
                     )

@@ -74,6 +74,7 @@ from engine.store._sqlite_operations import (
     _task,
     settle_statement,
 )
+from engine.store._sqlite_pragmas import check_synchronous
 from engine.store._sqlite_writer import SQLiteWriter, yield_loop
 
 T = TypeVar("T")
@@ -134,7 +135,7 @@ class SQLiteStore(SQLiteOperations):
     ) -> None:
         self._path = os.fspath(path)
         _rules.integer(busy_timeout_ms, "busy_timeout_ms", minimum=0)
-        self._synchronous = sync.check_synchronous(synchronous)
+        self._synchronous = check_synchronous(synchronous)
         self._memory = _is_memory(self._path)
         self._uri = self._path.startswith("file:")
         if self._memory:

@@ -384,14 +384,14 @@ def test_split_script_cuts_only_at_whole_statements() -> None:
 
 @pytest.mark.parametrize("synchronous", ["full", "normal"])
 def test_durability_pragmas_set_what_their_constants_say(tmp_path: Path, synchronous: str) -> None:
-    from engine.store import _sqlite_sync as sync
+    from engine.store import _sqlite_pragmas as pragmas
 
     conn = sqlite3.connect(tmp_path / "d.db", isolation_level=None)
-    sync.set_durability(conn, synchronous)
-    assert conn.execute("pragma journal_size_limit").fetchone()[0] == sync.WAL_SIZE_LIMIT_BYTES
+    pragmas.set_durability(conn, synchronous)
+    assert conn.execute("pragma journal_size_limit").fetchone()[0] == pragmas.WAL_SIZE_LIMIT_BYTES
     assert conn.execute("pragma synchronous").fetchone()[0] == {"full": 2, "normal": 1}[synchronous]
-    conn.execute(sync._WAIT_FOR_RESTART)
-    assert conn.execute("pragma busy_timeout").fetchone()[0] == sync._RESTART_WAIT_MS
+    conn.execute(pragmas.WAIT_FOR_RESTART)
+    assert conn.execute("pragma busy_timeout").fetchone()[0] == pragmas._RESTART_WAIT_MS
     conn.close()
 
 
@@ -400,8 +400,9 @@ def test_a_connection_gets_exactly_the_busy_timeout_asked(tmp_path: Path, wait_m
     # A busy timeout past SQLite's C int is held at its largest; written into a
     # pragma, 10**13 ms was read back as 0 (no wait at all).
     from engine.store import _sqlite_sync as sync
+    from engine.store._sqlite_pragmas import connect_timeout
 
-    conn = sqlite3.connect(tmp_path / "b.db", timeout=sync.connect_timeout(wait_ms))
+    conn = sqlite3.connect(tmp_path / "b.db", timeout=connect_timeout(wait_ms))
     assert conn.execute("pragma busy_timeout").fetchone()[0] == min(wait_ms, 2**31 - 1)
     conn.close()
     reader = sync.open_reader(
