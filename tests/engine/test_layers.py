@@ -73,3 +73,15 @@ def test_the_cycle_check_sees_type_only_and_lazy_imports(tmp_path: Path) -> None
     assert import_cycles("pkg", tmp_path) == [["pkg.a", "pkg.b"]]
     (package / "c.py").write_text("import pkg.a\nfrom pkg import e\n")
     assert import_cycles("pkg", tmp_path) == [["pkg.a", "pkg.b"], ["pkg.c", "pkg.d", "pkg.e"]]
+
+
+def test_no_module_over_600_lines() -> None:
+    """A module that long holds more than one job (issue 21: split them)."""
+    root = Path(__file__).parents[2]
+    long = sorted(
+        f"{path.relative_to(root)}: {lines}"
+        for package in ("engine", "cairnq_tui")
+        for path in (root / package).rglob("*.py")
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > 600
+    )
+    assert long == []
