@@ -33,8 +33,8 @@ from engine._inspect_types import (
     ThroughputBucket,
 )
 from engine._inspector import Inspector
-from engine._json import UndecodableJSON
 from engine._metrics import DEFAULT_METRICS_CAP, Latency, Metrics, MetricSeries
+from engine._models import UndecodableJSON
 from engine._sqlite_file import SQLiteFileKind, describe_sqlite_file
 from engine._triage import mask_message
 from engine._triage_types import (

@@ -323,8 +323,8 @@ class ClaimStore(OwnedWriteStore):
         ids = _rules.text_list(complete_ids, "complete_ids", refuses_nul=self.text_refuses_nul)
         args = self._check_claim(queues, worker_id, lease_ms, names)
         self._check_writable("claim_session_completing")
-        top_up = not (single_draw and self.capabilities.single_draw_commits)
-        screened, set_aside = screen_plan(plan, top_up=top_up)
+        commit_with_draw = single_draw and self.capabilities.single_draw_commits
+        screened, set_aside = screen_plan(plan, top_up=not commit_with_draw)
         owned = list(settles)
         # The probe spares an idle worker a write transaction; completions
         # open one anyway, and with a single draw the claim costs no extra
@@ -335,7 +335,10 @@ class ClaimStore(OwnedWriteStore):
                 settled = await self._settle_alone(ids, args.worker_id)
                 written = await self._settles_alone(owned)
                 return CompletingClaim(settled, None, None, written=written)
-            outcome = await self._completing_claim(ids, args, screened, single_draw, owned)
+            primitive = (
+                self._completing_claim_one_draw if commit_with_draw else self._completing_claim
+            )
+            outcome = await primitive(ids, args, screened, owned)
             if isinstance(outcome, Exception):
                 # Nothing of the transaction landed: the completions go alone
                 # (and raise if it was their own statement that failed, before
@@ -447,7 +450,6 @@ class ClaimStore(OwnedWriteStore):
         ids: builtins.list[str],
         args: ClaimArgs,
         plan: Plan[T],
-        single_draw: bool,
         settles: builtins.list[OwnedSettle],
     ) -> CompletingClaim[T] | Exception:
         """One transaction: complete ``ids``, write ``settles``, recover, run ``plan``, COMMIT.
@@ -457,3 +459,17 @@ class ClaimStore(OwnedWriteStore):
         Raises only for the loss of the connection.
         """
         raise UnsupportedBackend(f"claim_session_completing is not offered by {self.dialect}")
+
+    async def _completing_claim_one_draw(
+        self,
+        ids: builtins.list[str],
+        args: ClaimArgs,
+        plan: Plan[T],
+        settles: builtins.list[OwnedSettle],
+    ) -> CompletingClaim[T] | Exception:
+        """``_completing_claim`` for a plan drawing at most once, its COMMIT sent with the draw.
+
+        Stores declaring ``capabilities.single_draw_commits`` only; once the
+        COMMIT is sent, a second draw raises ``RuntimeError``.
+        """
+        raise UnsupportedBackend(f"a single-draw completing claim is not offered by {self.dialect}")

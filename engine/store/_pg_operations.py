@@ -314,8 +314,27 @@ class PostgresOperations(TaskStore):
         ids: builtins.list[str],
         args: ClaimArgs,
         plan: Plan[T],
-        single_draw: bool,
         settles: builtins.list[OwnedSettle],
+    ) -> CompletingClaim[T] | Exception:
+        return await self._completing_claim_on(ids, args, plan, settles, single_draw=False)
+
+    async def _completing_claim_one_draw(
+        self,
+        ids: builtins.list[str],
+        args: ClaimArgs,
+        plan: Plan[T],
+        settles: builtins.list[OwnedSettle],
+    ) -> CompletingClaim[T] | Exception:
+        return await self._completing_claim_on(ids, args, plan, settles, single_draw=True)
+
+    async def _completing_claim_on(
+        self,
+        ids: builtins.list[str],
+        args: ClaimArgs,
+        plan: Plan[T],
+        settles: builtins.list[OwnedSettle],
+        *,
+        single_draw: bool,
     ) -> CompletingClaim[T] | Exception:
         """One pipelined transaction: complete, settle, recover, ``plan``, COMMIT (see the base).
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from engine import _json
 from engine._errors import SerializationError
-from engine._json import UndecodableJSON
 from engine._models import (
     Task,
+    UndecodableJSON,
 )
 
 LEASE_EXPIRED_ERROR: dict[str, Any] = {

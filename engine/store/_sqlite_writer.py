@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 from engine._errors import StoreUnavailable
 from engine.store import _sqlite_sync as sync
 from engine.store._sqlite_group import GroupCommit, backoff
+from engine.store._sqlite_pragmas import connect_timeout
 from engine.store._sqlite_thread import WriterThread
 
 R = TypeVar("R")
@@ -141,7 +142,11 @@ class SQLiteWriter:
             try:
                 raw = await thread.call(
                     lambda: sqlite3.connect(
-                        location, uri=uri, isolation_level=None, check_same_thread=False
+                        location,
+                        uri=uri,
+                        timeout=connect_timeout(self._busy_timeout_ms),
+                        isolation_level=None,
+                        check_same_thread=False,
                     )
                 )
             except sqlite3.Error as exc:
@@ -156,7 +161,6 @@ class SQLiteWriter:
                     memory=self._memory,
                     read_only=self._read_only,
                     migrate=migrate,
-                    busy_timeout_ms=self._busy_timeout_ms,
                     synchronous=self._synchronous,
                     migrations=migrations,
                     protocol_version_sql=protocol_version_sql,

@@ -35,7 +35,8 @@ class StoreCapabilities:
     #: replacements in one transaction (one commit instead of two).
     completing_claim: bool = False
     #: A completing claim's ``single_draw`` sends the COMMIT with its one draw
-    #: (Postgres): that draw cannot be topped up by a second one.
+    #: (Postgres, ``_completing_claim_one_draw``): that draw cannot be topped up
+    #: by a second one. Without it ``single_draw`` changes nothing.
     single_draw_commits: bool = False
 
 

@@ -41,7 +41,6 @@ import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
@@ -68,12 +67,14 @@ from engine.store._base import (
 from engine.store._faults import locked, sqlite_fault
 from engine.store._signals import Wake
 from engine.store._sqlite_commits import CommitWatch
+from engine.store._sqlite_inspect_lanes import InspectLanes
 from engine.store._sqlite_operations import (
     SQLiteOperations,
     _claim_statement,
     _task,
     settle_statement,
 )
+from engine.store._sqlite_pragmas import check_synchronous
 from engine.store._sqlite_writer import SQLiteWriter, yield_loop
 
 T = TypeVar("T")
@@ -134,7 +135,7 @@ class SQLiteStore(SQLiteOperations):
     ) -> None:
         self._path = os.fspath(path)
         _rules.integer(busy_timeout_ms, "busy_timeout_ms", minimum=0)
-        self._synchronous = sync.check_synchronous(synchronous)
+        self._synchronous = check_synchronous(synchronous)
         self._memory = _is_memory(self._path)
         self._uri = self._path.startswith("file:")
         if self._memory:
@@ -160,13 +161,9 @@ class SQLiteStore(SQLiteOperations):
         self._reader: sqlite3.Connection | None = None
         # The reader is used from whichever thread calls; one user at a time.
         self._reader_lock = threading.Lock()
-        # Introspection reads (read_statement) scan pages of thousands of rows: they
-        # run on a thread of their own with a connection of their own, so a console
-        # sharing this loop never freezes for them, and writers never wait on them.
-        # Background reads (a recorder's) have a second thread and connection.
-        self._inspect_threads: dict[bool, ThreadPoolExecutor] = {}
-        self._inspect_readers: dict[bool, sqlite3.Connection] = {}
-        self._reader_at: tuple[str, bool] | None = None
+        self._lanes = InspectLanes(
+            synchronous=self._synchronous, busy_timeout_ms=self._busy_timeout_ms
+        )
         self._connect_lock: asyncio.Lock | None = None
         self._closed = False
         self._watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CommitWatch] = (
@@ -285,7 +282,7 @@ class SQLiteStore(SQLiteOperations):
             except BaseException:
                 await self._writer.close()
                 raise
-            self._reader_at = (location, uri)
+            self._lanes.at = (location, uri)
 
     async def close(self) -> None:
         """A barrier: accepted writes land, then the connections close.
@@ -305,11 +302,7 @@ class SQLiteStore(SQLiteOperations):
             with self._reader_lock:
                 self._reader.close()
             self._reader = None
-        for lane, thread in list(self._inspect_threads.items()):
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(thread, self._close_inspect_reader, lane)
-            thread.shutdown(wait=False)
-        self._inspect_threads.clear()
+        await self._lanes.close()
         await self._writer.close()
         for watch in watches:
             await watch.released()
@@ -412,41 +405,11 @@ class SQLiteStore(SQLiteOperations):
         sql = specialise(text, frozenset(k for k, v in bound.items() if v is not None))
         if self._closed or self._writer.raw is None:
             await self._ready()
-        if self._reader_at is not None:
-            lane = bool(background)
-            thread = self._inspect_threads.get(lane)
-            if thread is None:
-                prefix = "cairnq-inspect-background" if lane else "cairnq-inspect"
-                thread = ThreadPoolExecutor(1, thread_name_prefix=prefix)
-                self._inspect_threads[lane] = thread
+        if self._lanes.at is not None:
             with self._faults():
-                return await asyncio.get_running_loop().run_in_executor(
-                    thread, self._inspect_read, sql, bound, lane
-                )
+                return await self._lanes.read(sql, bound, background=background)
         names, rows = await self._retrying(sync.fetch_described, sql, bound, commits=False)
         return [dict(zip(names, row, strict=True)) for row in rows]
-
-    def _inspect_read(
-        self, sql: str, params: dict[str, Any], lane: bool
-    ) -> builtins.list[dict[str, Any]]:
-        """On an inspect thread: one read on its own connection, opened on first use."""
-        reader = self._inspect_readers.get(lane)
-        if reader is None:
-            assert self._reader_at is not None
-            location, uri = self._reader_at
-            reader = sync.open_reader(location, uri=uri, synchronous=self._synchronous)
-            # Off the loop a read may wait out a checkpoint or WAL recovery.
-            reader.execute(f"pragma busy_timeout = {int(self._busy_timeout_ms)}")
-            self._inspect_readers[lane] = reader
-        cursor = reader.execute(sql, params)
-        rows = cursor.fetchall()
-        names = [d[0] for d in cursor.description or ()]
-        return [dict(zip(names, row, strict=True)) for row in rows]
-
-    def _close_inspect_reader(self, lane: bool) -> None:
-        reader = self._inspect_readers.pop(lane, None)
-        if reader is not None:
-            reader.close()
 
     # -- wakeups ----------------------------------------------------------------------------
 
@@ -555,15 +518,12 @@ class SQLiteStore(SQLiteOperations):
         ids: builtins.list[str],
         args: ClaimArgs,
         plan: Plan[T],
-        single_draw: bool,
         settles: builtins.list[OwnedSettle],
     ) -> CompletingClaim[T] | Exception:
         """One ``BEGIN IMMEDIATE``: complete, settle, recover, ``plan``, COMMIT (see the base).
 
-        ``single_draw`` saves a round trip on Postgres; SQLite has none to save.
         Raises ``StoreLocked`` if the database stayed locked for ``busy_timeout_ms``.
         """
-        del single_draw
         await self._ready()
         many = {"ids": _json.dumps(ids), "worker_id": args.worker_id}
         writes = [(_sql("complete_many"), many), *(settle_statement(s) for s in settles)]

@@ -176,6 +176,10 @@ async def test_audited_client_records_every_write(sqlite_path: Path, tmp_path: P
     try:
         a = await client.submit("job", {"n": 1}, key="k-1", delay_ms=60_000)
         b = await client.submit("job", {"n": 2})
+        # The console submits through submit_outcome; a reuse writes nothing.
+        created = await client.submit_outcome("job", {"n": 3}, key="k-2")
+        reused = await client.submit_outcome("job", {"n": 3}, key="k-2")
+        assert (created.action, reused.action) == ("created", "reused")
         await client.run_now(a.id)
         await client.delay(a.id, 30_000)
         await client.cancel(a.id)
@@ -190,6 +194,8 @@ async def test_audited_client_records_every_write(sqlite_path: Path, tmp_path: P
         assert [(e.action, e.count) for e in entries] == [
             ("submit", 1),
             ("submit", 1),
+            ("submit", 1),
+            ("submit", 0),
             ("run now", 1),
             ("delay", 1),
             ("cancel", 1),
@@ -202,7 +208,8 @@ async def test_audited_client_records_every_write(sqlite_path: Path, tmp_path: P
         ]
         assert all(e.target == "sqlite|/x.db|" and e.os_user for e in entries)
         assert '"key": "k-1"' in entries[0].detail and a.id in entries[0].detail
-        assert '"delay_ms": 30000' in entries[3].detail
+        assert '"outcome": "reused"' in entries[3].detail and created.task.id in entries[3].detail
+        assert '"delay_ms": 30000' in entries[5].detail
         assert '"status": "canceled"' in entries[-1].detail and b.id in entries[-1].detail
         assert [e.at_ms for e in entries] == sorted(e.at_ms for e in entries)
     finally:
