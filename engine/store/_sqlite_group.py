@@ -1,8 +1,9 @@
 """Group commit for the SQLite store.
 
-Single-statement writes are appended to a queue; the first one schedules a
-flush with ``call_soon``, so every write the loop's ready callbacks produce in
-the meantime (a ``gather`` of submits) joins it. The flush takes every write
+Single-statement writes are appended to a queue. Under ``synchronous=NORMAL``
+the first one schedules a flush with ``call_soon``, so every write the loop's
+ready callbacks produce in the meantime (a ``gather`` of submits) joins it;
+under FULL the first one hands the queue to the writer thread at once (below). The flush takes every write
 waiting and runs them (one bare, several in one ``BEGIN IMMEDIATE``;
 ``_sqlite_sync.run_batch``) **inline on the event loop**, answering callers
 after the COMMIT. Inline is what makes it fast: a thread hop costs more than an
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import random
 import sqlite3
 import threading
@@ -119,7 +121,14 @@ class GroupCommit:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Result] = loop.create_future()
         self._queue.append(Write(sql, params, future, time.monotonic() + budget_s))
-        if not self._flush_scheduled:
+        if not self._inline:
+            # Straight to the writer thread, not through a flush callback: the
+            # hop starts one pass of the loop earlier. Writes the loop makes
+            # meanwhile (the rest of a gather) still join the first batch: the
+            # thread cannot take the queue before this loop lets go of the GIL,
+            # at the end of its pass, and later ones queue behind its COMMIT.
+            self.kick()
+        elif not self._flush_scheduled:
             self._flush_scheduled = True
             loop.call_soon(self._flush)
         return future
@@ -219,7 +228,7 @@ class GroupCommit:
                     done = bool(self._waiters) or not self._queue
                     if done:
                         self._draining = False
-                self._answer(items, outcomes)
+                self._answer(items, outcomes, off_loop=True)
                 if done:
                     return
         except BaseException:
@@ -243,7 +252,7 @@ class GroupCommit:
                 waiting = []
                 for w in items:
                     if w.deadline <= now:
-                        self._answer([w], [self._locked_error(busy.__cause__)])
+                        self._answer([w], [self._locked_error(busy.__cause__)], off_loop=True)
                     else:
                         waiting.append(w)
                 # The batch stays at the head; later arrivals join behind it.
@@ -260,9 +269,21 @@ class GroupCommit:
         return items, outcomes
 
     @staticmethod
-    def _answer(items: Sequence[Write], outcomes: Sequence[sync.Outcome]) -> None:
+    def _answer(
+        items: Sequence[Write], outcomes: Sequence[sync.Outcome], *, off_loop: bool = False
+    ) -> None:
+        """Settle the callers' futures: one wakeup per loop per batch.
+
+        ``off_loop``: called on the writer thread, where no loop runs, so every
+        answer is posted (``call_soon_threadsafe``) without asking which loop
+        is running here.
+        """
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Result], Any]]] = {}
         for w, outcome in zip(items, outcomes, strict=True):
             by_loop.setdefault(w.future.get_loop(), []).append((w.future, outcome))
         for loop, pairs in by_loop.items():
-            call_on_loop(loop, _settle, pairs)  # one wakeup per loop per batch
+            if off_loop:
+                with contextlib.suppress(RuntimeError):  # closed: nobody waits any more
+                    loop.call_soon_threadsafe(_settle, pairs)
+            else:
+                call_on_loop(loop, _settle, pairs)

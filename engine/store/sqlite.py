@@ -392,8 +392,13 @@ class SQLiteStore(SQLiteOperations):
         """A single-statement write through group commit; ``(now_ms, rows)`` after COMMIT."""
         if self._writer.raw is None or self._closed:
             await self._ready()
-        with self._faults():
+        try:  # _faults() inline: this is every single-statement write's path
             return await self._writer.write(sql, params)
+        except sqlite3.Error as exc:
+            fault = sqlite_fault(exc, self._path, self._busy_timeout_ms)
+            if fault is None:
+                raise
+            raise fault from exc
 
     # -- reads -----------------------------------------------------------------------
 
