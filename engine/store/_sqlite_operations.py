@@ -116,31 +116,32 @@ class SQLiteOperations(TaskStore):
     @staticmethod
     def _submitted(new: NewTask, now: int) -> Task:
         """The inserted row, built from the values bound (no read-back)."""
-        return Task(
-            id=new.id,
-            name=new.name,
-            queue=new.queue,
-            status="queued",
-            payload=_json.loads(new.payload_json),
-            metadata=_json.loads(new.metadata_json),
-            result=None,
-            error=None,
-            progress=None,
-            message=None,
-            attempt=0,
-            max_attempts=new.max_attempts,
-            priority=new.priority,
-            worker_id=None,
-            lease_until_ms=None,
-            run_at_ms=now + new.delay_ms,
-            cancel_requested_at_ms=None,
-            parent_id=new.parent_id,
-            root_id=new.root_id,
-            correlation_id=new.correlation_id,
-            created_at_ms=now,
-            updated_at_ms=now,
-            completed_at_ms=None,
+        row = (
+            new.id,
+            new.name,
+            new.queue,
+            "queued",
+            _json.loads(new.payload_json),  # the caller's own objects are never handed back
+            None,  # result
+            None,  # error
+            _json.loads(new.metadata_json),
+            None,  # progress
+            None,  # message
+            0,  # attempt
+            new.max_attempts,
+            new.priority,
+            None,  # worker_id
+            None,  # lease_until_ms
+            now + new.delay_ms,  # run_at_ms
+            None,  # cancel_requested_at_ms
+            new.parent_id,
+            new.root_id,
+            new.correlation_id,
+            now,  # created_at_ms
+            now,  # updated_at_ms
+            None,  # completed_at_ms
         )
+        return task_from_values(row, decoded_json=True)
 
     async def _get(self, task_id: str) -> Task | None:
         return _first_task(await self._fetch(_sql("get"), {"id": task_id}))

@@ -2,9 +2,10 @@
 
 Where the work runs (the writer connection's rules are ``_sqlite_writer``'s):
 
-* **Every call gives the loop a turn** (``yield_loop``): an inline operation
-  ends with ``asyncio.sleep(0)``, so a task looping on store calls never
-  starves timers, heartbeats or other tasks' commits.
+* **Inline calls give the loop a turn** (``yield_loop``): an inline operation
+  ends with ``asyncio.sleep(0)`` once 0.1 ms passed since the thread's last
+  one, so a task looping on store calls never starves timers, heartbeats or
+  other tasks' commits.
 * **The writer connection** (``_sqlite_writer``): inline on the caller's loop
   when nothing fsyncs, on the store's own writer thread (``_sqlite_thread``)
   for opening, migrating and every COMMIT that fsyncs; a busy database is
@@ -363,14 +364,16 @@ class SQLiteStore(SQLiteOperations):
             await self._ready()
         reader = self._reader
         if reader is not None and self._reader_lock.acquire(blocking=False):
+            # The hot path of every read: no context manager, no writer hop.
             rows: sync.Rows | None = None
             try:
-                with self._faults():
-                    try:
-                        rows = reader.execute(sql, params).fetchall()
-                    except sqlite3.OperationalError as exc:
-                        if not sync.is_busy(exc):
-                            raise
+                rows = reader.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                if not sync.is_busy(exc):
+                    fault = sqlite_fault(exc, self._path, self._busy_timeout_ms)
+                    if fault is None:
+                        raise
+                    raise fault from exc
             finally:
                 self._reader_lock.release()
             if rows is not None:
@@ -382,8 +385,13 @@ class SQLiteStore(SQLiteOperations):
         """A single-statement write through group commit; ``(now_ms, rows)`` after COMMIT."""
         if self._writer.raw is None or self._closed:
             await self._ready()
-        with self._faults():
+        try:  # _faults() inline: this is every single-statement write's path
             return await self._writer.write(sql, params)
+        except sqlite3.Error as exc:
+            fault = sqlite_fault(exc, self._path, self._busy_timeout_ms)
+            if fault is None:
+                raise
+            raise fault from exc
 
     # -- reads -----------------------------------------------------------------------
 
