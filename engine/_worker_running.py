@@ -63,7 +63,7 @@ class CallRunner:
     _call_tasks: set[asyncio.Task[None]]
     #: The task of each call still in its handler (gone once its settlement starts).
     _in_handler: dict[int, asyncio.Task[None]]
-    #: Set by ``give_up_handlers``: calls started from now on are given up at once.
+    #: Set by ``_give_up_handlers``: calls started from now on are given up at once.
     _giving_up: bool
     _call_ids: Iterator[int]
     _by_resource: dict[str, int]
@@ -244,8 +244,8 @@ class CallRunner:
         )
         await asyncio.gather(*(self._settlement.fail(c, envelope, True) for c in unsettled))
 
-    def _give_up_handlers(self) -> int:
-        """Drop every call still in its handler, now and from now on; how many were dropped.
+    def _give_up_handlers(self) -> None:
+        """Drop every call still in its handler, now and from now on.
 
         The second stop signal's cold stop: each context is flagged lost, an
         ``async def`` is cancelled, a ``def``'s thread is abandoned, and the slot
@@ -257,13 +257,15 @@ class CallRunner:
         calls = [c for c in self._calls.values() if c.call_id in self._in_handler]
         for call in calls:
             self._give_up(call)
-        return len(calls)
 
     def _give_up(self, call: Call) -> None:
         run = self._in_handler.pop(call.call_id)
         call.abandoned = True
         for ctx in call.contexts:
+            # Lost, and settled by nobody: whatever the handler still returns or
+            # raises (it may answer the cancel) is written nowhere.
             ctx.mark_lost()
+            ctx.mark_settled()
         run.cancel()  # a def handler's thread is abandoned by the cancel (HandlerThreads.run)
         self._release(call)
 

@@ -42,6 +42,13 @@ SERVE = textwrap.dedent(
         await asyncio.Event().wait()
 
     @worker.task
+    async def hang_async_raising(ctx):
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            raise RuntimeError("interrupted") from None  # must not fail the task
+
+    @worker.task
     async def quick(ctx, payload):
         return payload["i"] * 2
 
@@ -85,7 +92,10 @@ async def test_second_signal_gives_up_on_hung_handlers(
             (done,) = await finished(store, [good], timeout_ms=60_000)
             assert (done.status, done.result) == ("succeeded", 42)
 
-            hung = [(await store.submit(name=n)).id for n in ("hang_def", "hang_async")]
+            hung = [
+                (await store.submit(name=n)).id
+                for n in ("hang_def", "hang_async", "hang_async_raising")
+            ]
 
             async def claimed() -> bool:
                 rows = [await store.get(i) for i in hung]
@@ -98,7 +108,7 @@ async def test_second_signal_gives_up_on_hung_handlers(
 
             # First signal: a warm stop, which waits for the hung handlers.
             proc.send_signal(signal.SIGTERM)
-            await eventually(lambda: "2 call(s) in flight" in stderr_path.read_text(), timeout=60)
+            await eventually(lambda: "3 call(s) in flight" in stderr_path.read_text(), timeout=60)
             late = (await store.submit(name="quick", payload={"i": 1})).id
             assert proc.poll() is None
 
@@ -113,7 +123,7 @@ async def test_second_signal_gives_up_on_hung_handlers(
         worker_id, served = out.split()
         assert served == "served"
         errors = stderr_path.read_text()
-        assert "SIGTERM: stopping, 2 call(s) in flight; send the signal again" in errors
+        assert "SIGTERM: stopping, 3 call(s) in flight; send the signal again" in errors
         assert "Traceback" not in errors
 
         # Given up on, not failed: each stays running under this worker's lease.
