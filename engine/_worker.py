@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import signal
 import threading
 from collections import deque
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
 H = TypeVar("H", bound=Callable[..., Any])
 
 _RECENT_REPORTS = 100
+
+log = logging.getLogger("engine.worker")
 
 
 def _checked_queues(queues: object) -> tuple[str, ...]:
@@ -156,6 +159,8 @@ class Worker(ClaimLoop):
         self._stats = {}
         self._calls = {}
         self._call_tasks = set()
+        self._in_handler = {}
+        self._giving_up = False
         self._call_ids = itertools.count(1)
         self._by_resource: dict[str, int] = {}
         self._bytes = 0
@@ -425,6 +430,8 @@ class Worker(ClaimLoop):
     def serve(self, *, concurrency: int | None = None) -> None:
         """Run until SIGINT or SIGTERM (blocking), then close an owned store.
 
+        The first signal stops claiming and lets the calls in flight finish; a
+        second one gives up on those still in their handler (``_stop_now``).
         Only ``serve`` owns the process, so only ``serve`` touches signal
         handlers; ``run`` and ``background`` leave them to their host.
         """
@@ -433,18 +440,48 @@ class Worker(ClaimLoop):
     async def _serve(self, concurrency: int | None) -> None:
         loop = asyncio.get_running_loop()
         hooked: list[signal.Signals] = []
+        signals = 0
+
+        def on_signal(signum: signal.Signals) -> None:
+            # The first signal stops warm (drain), the next one cold (_stop_now).
+            nonlocal signals
+            signals += 1
+            if signals > 1:
+                self._stop_now()
+                return
+            self.stop()
+            if self._calls:
+                log.warning(
+                    "%s: stopping, %d call(s) in flight; send the signal again to stop at"
+                    " once (their tasks stay running until their leases end, then are"
+                    " recovered)",
+                    signum.name,
+                    len(self._calls),
+                )
+
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
                 with contextlib.suppress(NotImplementedError, RuntimeError):
-                    loop.add_signal_handler(signum, self.stop)
+                    loop.add_signal_handler(signum, on_signal, signum)
                     hooked.append(signum)
         try:
             await self.run(concurrency=concurrency)
         finally:
+            self._giving_up = False
             for signum in hooked:
                 loop.remove_signal_handler(signum)
             if self._closes_store:
                 await self._store.close()
+
+    def _stop_now(self) -> None:
+        """Stop without waiting for handlers: the calls still in one are given up on.
+
+        Their tasks stay ``running`` until their leases end (lease recovery
+        takes them); settlement writes already under way still finish, so
+        ``run`` returns as soon as those do. ``serve``'s second signal.
+        """
+        self.stop()
+        self._give_up_handlers()
 
     @contextlib.asynccontextmanager
     async def background(self, *, concurrency: int | None = None) -> AsyncIterator[Worker]:

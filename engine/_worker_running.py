@@ -61,6 +61,10 @@ class CallRunner:
     _stats: dict[str, NameStats]
     _calls: dict[int, Call]
     _call_tasks: set[asyncio.Task[None]]
+    #: The task of each call still in its handler (gone once its settlement starts).
+    _in_handler: dict[int, asyncio.Task[None]]
+    #: Set by ``_give_up_handlers``: calls started from now on are given up at once.
+    _giving_up: bool
     _call_ids: Iterator[int]
     _by_resource: dict[str, int]
     #: Payload bytes of the calls in flight.
@@ -129,12 +133,15 @@ class CallRunner:
         if self._max_bytes is not None:
             call.bytes = sum(payload_bytes(t.payload) for t in tasks)
         self._hold(call)
-        self._spawn(self._run_call(call))
+        self._in_handler[call.call_id] = self._spawn(self._run_call(call))
+        if self._giving_up:
+            self._give_up(call)
 
-    def _spawn(self, coro: Awaitable[None]) -> None:
+    def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(coro)
         self._call_tasks.add(task)
         task.add_done_callback(self._call_tasks.discard)
+        return task
 
     def _hold(self, call: Call) -> None:
         self._calls[call.call_id] = call
@@ -171,7 +178,12 @@ class CallRunner:
                 outcome: Any = await invoke(call, self._threads)
             else:
                 handler = asyncio.ensure_future(invoke(call, self._threads))
-                done, _ = await asyncio.wait((handler,), timeout=self._max_run_ms / 1000)
+                try:
+                    done, _ = await asyncio.wait((handler,), timeout=self._max_run_ms / 1000)
+                except asyncio.CancelledError:  # given up on (_give_up)
+                    handler.cancel()
+                    handler.add_done_callback(_consume_outcome)
+                    raise
                 if not done:
                     await self._abandon(call, handler, self._max_run_ms)
                     return
@@ -189,6 +201,8 @@ class CallRunner:
         else:
             settle = self._settlement.returned(call, outcome)
         finally:
+            # From here on the call settles (or is done): no longer given up on.
+            self._in_handler.pop(call.call_id, None)
             if settle is None:
                 self._release(call)
         if settle is not None:
@@ -229,6 +243,31 @@ class CallRunner:
             )
         )
         await asyncio.gather(*(self._settlement.fail(c, envelope, True) for c in unsettled))
+
+    def _give_up_handlers(self) -> None:
+        """Drop every call still in its handler, now and from now on.
+
+        The second stop signal's cold stop: each context is flagged lost, an
+        ``async def`` is cancelled, a ``def``'s thread is abandoned, and the slot
+        is released. Nothing is written: the tasks stay ``running`` until their
+        leases end and lease recovery takes them, as for any lost lease.
+        Settlement writes already under way go on and finish.
+        """
+        self._giving_up = True
+        calls = [c for c in self._calls.values() if c.call_id in self._in_handler]
+        for call in calls:
+            self._give_up(call)
+
+    def _give_up(self, call: Call) -> None:
+        run = self._in_handler.pop(call.call_id)
+        call.abandoned = True
+        for ctx in call.contexts:
+            # Lost, and settled by nobody: whatever the handler still returns or
+            # raises (it may answer the cancel) is written nowhere.
+            ctx.mark_lost()
+            ctx.mark_settled()
+        run.cancel()  # a def handler's thread is abandoned by the cancel (HandlerThreads.run)
+        self._release(call)
 
     # -- heartbeats ----------------------------------------------------------------------
 
