@@ -131,6 +131,31 @@ class Signals:
         self._pending_queued: set[str] = set()
         self._claimed_queues: set[str] = set()
         self._subscribers: list[Callable[[WatchSignal], None]] = []
+        # Backend pids of this process's connections to the database (Postgres),
+        # each with a test of whether that connection is still open.
+        self._own_writers: dict[int, Callable[[], bool]] = {}
+
+    def add_own_writer(self, backend_pid: int, open_now: Callable[[], bool]) -> None:
+        """A connection of this process whose committed writes the hub hears in-process.
+
+        Every store write signals here once it committed, so the database's
+        notification of the same commit (Postgres NOTIFY, sent by the server
+        process ``backend_pid``) is an echo: ``is_own_writer`` lets the
+        listener drop it. ``open_now`` tells whether the connection is still
+        open; once it is closed the pid is forgotten (the server may hand it to
+        another client's connection).
+        """
+        self._own_writers[backend_pid] = open_now
+
+    def is_own_writer(self, backend_pid: int) -> bool:
+        """Whether ``backend_pid`` is an open connection registered by ``add_own_writer``."""
+        open_now = self._own_writers.get(backend_pid)
+        if open_now is None:
+            return False
+        if open_now():
+            return True
+        self._own_writers.pop(backend_pid, None)
+        return False
 
     def queued(self, queue: str) -> None:
         """A task became claimable on ``queue`` (insert, requeue, retry)."""
