@@ -100,6 +100,9 @@ def _expire(future: asyncio.Future[bool]) -> None:
         future.set_result(False)
 
 
+#: Registered own writers past which the closed ones are dropped on the next registration.
+_OWN_WRITERS_PRUNED_AT = 64
+
 _shared: weakref.WeakValueDictionary[str, Signals] = weakref.WeakValueDictionary()
 _shared_lock = threading.Lock()
 
@@ -145,17 +148,24 @@ class Signals:
         open; once it is closed the pid is forgotten (the server may hand it to
         another client's connection).
         """
-        self._own_writers[backend_pid] = open_now
+        with self._lock:
+            if len(self._own_writers) >= _OWN_WRITERS_PRUNED_AT:
+                # Pools replace connections over time: forget the closed ones.
+                for pid, still_open in list(self._own_writers.items()):
+                    if not still_open():
+                        del self._own_writers[pid]
+            self._own_writers[backend_pid] = open_now
 
     def is_own_writer(self, backend_pid: int) -> bool:
         """Whether ``backend_pid`` is an open connection registered by ``add_own_writer``."""
-        open_now = self._own_writers.get(backend_pid)
-        if open_now is None:
+        with self._lock:
+            open_now = self._own_writers.get(backend_pid)
+            if open_now is None:
+                return False
+            if open_now():
+                return True
+            del self._own_writers[backend_pid]
             return False
-        if open_now():
-            return True
-        self._own_writers.pop(backend_pid, None)
-        return False
 
     def queued(self, queue: str) -> None:
         """A task became claimable on ``queue`` (insert, requeue, retry)."""
