@@ -16,7 +16,7 @@ Per call, in order (a phase is the gap between two stamps):
 - worker wake: submit returned -> the worker's ``claim_wake`` returned (in this
   process: the in-process signal; another process: NOTIFY through its
   listener); ``queued NOTIFY heard`` is the spy's arrival after the submit;
-- claim: the worker's claim session (probe, transaction, COMMIT), from its
+- claim: the worker's claim session (probe if any, transaction, COMMIT), from its
   start to its return, preceded by the gap from the wake to its start;
 - to handler: claim returned -> the handler runs;
 - settle: handler entered -> ``complete`` committed and returned;
@@ -46,7 +46,7 @@ PHASES: tuple[tuple[str, str, str], ...] = (
     ("  queued NOTIFY heard (spy)", "submitted", "queued_heard"),
     ("worker wake (signal or NOTIFY)", "submitted", "woke"),
     ("wake -> claim starts", "woke", "claim_start"),
-    ("claim session (probe, tx, COMMIT)", "claim_start", "claim_end"),
+    ("claim session (probe if any, tx)", "claim_start", "claim_end"),
     ("claim -> handler runs", "claim_end", "handler"),
     ("handler -> settle committed", "handler", "settled"),
     ("  done NOTIFY heard (spy)", "settled", "done_heard"),

@@ -27,6 +27,10 @@ The call rows print a floor too: three bare commits in sequence (a call needs a
 submit, a claim and a complete, each durable before the next can start), one
 statement and one commit each (raw sqlite3 at synchronous=FULL, bare psycopg),
 measured just before the call rows (and again after them, in the footnote).
+On Postgres a table follows them: the engine's call() phase by phase (submit,
+the worker's wake, its claim session, the handler, the settlement, the
+waiter's wake and read), p50s of a second, traced pass of the same loop in
+each placement (``call_phases.py``), with cairnq's call p50s beside it.
 """
 
 from __future__ import annotations
