@@ -272,7 +272,9 @@ class Completions:
             if self._ride is not None:
                 freeing = [call for _, _, call in pending if call is not None]
                 settled = await self._ride(task_ids, freeing)
-            if settled is None:
+            if settled is None and len(task_ids) == 1:
+                settled = await self._complete_one(task_ids[0])
+            elif settled is None:
                 settled = await self._store.complete_many(
                     task_ids=task_ids, worker_id=self._worker_id
                 )
@@ -293,6 +295,19 @@ class Completions:
         for _, future, _ in pending:
             if not future.done():  # a cancelled caller's write landed all the same
                 future.set_result(settled)
+
+    async def _complete_one(self, task_id: str) -> set[str]:
+        """One task alone: ``complete`` with no result, the same write as ``complete_many``.
+
+        It returns the committed row, and its done signal hands that row to a
+        waiter in this process (a ``call()`` of a handler that returns
+        nothing), which then needs no read; ``complete_many`` returns ids only.
+        """
+        try:
+            await self._store.complete(task_id=task_id, worker_id=self._worker_id, result=None)
+        except LostLease:
+            return set()
+        return {task_id}
 
     async def _write_apart(
         self, pending: list[tuple[list[str], asyncio.Future[set[str]], Call | None]]

@@ -75,3 +75,41 @@ async def test_a_signal_about_a_delayed_task_does_not_cost_the_next_wake(
             # claim finds nothing; the next task's signal still gets it run.
             await client.submit("echo", i, delay_ms=3_600_000)
             assert await client.call("echo", i + 1, timeout_ms=20_000) == i + 1
+
+
+async def test_an_in_process_call_reads_nothing_after_its_handler(store: TaskStore) -> None:
+    # The completion hands the committed row to a waiter in this process, for
+    # handlers returning a value and for those returning nothing alike, so
+    # call() needs no read of its task (on Postgres the NOTIFY echo of the
+    # completion is dropped, and cannot wake the waiter to read it first).
+    client = CairnQ(store)
+    worker = Worker(store, ["default"], concurrency=8, poll_interval_ms=NO_IDLE_POLL_MS)
+    reads: list[str] = []
+    get, get_status = store.get, store.get_status
+
+    async def counted_get(task_id: str) -> Any:
+        reads.append(task_id)
+        return await get(task_id)
+
+    async def counted_status(task_id: str) -> Any:
+        reads.append(task_id)
+        return await get_status(task_id)
+
+    async def value(ctx: Any, payload: Any) -> Any:
+        return payload
+
+    async def nothing(ctx: Any, payload: Any) -> None:
+        return None
+
+    worker.register("value", value)
+    worker.register("nothing", nothing)
+    async with worker.background():
+        assert await client.call("value", 0, timeout_ms=20_000) == 0
+        store.get, store.get_status = counted_get, counted_status  # type: ignore[method-assign]
+        try:
+            for i in range(4):
+                assert await client.call("value", i, timeout_ms=20_000) == i
+                assert await client.call("nothing", i, timeout_ms=20_000) is None
+        finally:
+            del store.get, store.get_status
+    assert reads == []
