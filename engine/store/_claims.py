@@ -168,6 +168,7 @@ class ClaimStore(OwnedWriteStore):
         plan is then not called and no transaction is opened).
         """
         args = self._check_claim(queues, worker_id, lease_ms, names)
+        self.signals.claiming(args.queues)
         if args.names == []:
             return None
         one_trip = single_draw and self.capabilities.single_draw_commits
@@ -312,6 +313,7 @@ class ClaimStore(OwnedWriteStore):
         ids = _rules.text_list(complete_ids, "complete_ids", refuses_nul=self.text_refuses_nul)
         args = self._check_claim(queues, worker_id, lease_ms, names)
         self._check_writable("claim_session_completing")
+        self.signals.claiming(args.queues)
         top_up = not (single_draw and self.capabilities.single_draw_commits)
         screened, set_aside = screen_plan(plan, top_up=top_up)
         try:

@@ -213,6 +213,18 @@ class Signals:
             with contextlib.suppress(Exception):
                 consumer(signal)
 
+    def claiming(self, queues: Iterable[str]) -> None:
+        """Someone in this process claims from ``queues``: buffer their signals from now on.
+
+        Called at the start of every claim, so a signal that arrives after a
+        first claim's look and before its claimer arms a wake is remembered
+        (the protocol registers the queues at the first claim).
+        """
+        names = [q for q in queues if q not in self._claimed_queues]
+        if names:
+            with self._lock:
+                self._claimed_queues.update(names)
+
     def arm_claim(self, queues: Iterable[str]) -> Wake:
         """A wake fired when a task becomes claimable on one of ``queues``.
 
