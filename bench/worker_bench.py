@@ -10,10 +10,12 @@ Rows, per dialect:
 - memory (engine only): a worker in its own process drains ``--memory-tasks``
   queued tasks (batch=64) and prints its peak RSS.
 
-The drain rows print a floor: the bare statements of one worker cycle (probe,
-then one transaction: complete the tasks that finished, recover leases, claim
-their replacements, COMMIT), run back to back on one connection of the same
-database at the same durability, as tasks/s. No worker can settle and refill
+The drain rows print a floor: the bare statements of one worker cycle (one
+transaction: complete the tasks that finished, recover leases, claim their
+replacements, COMMIT; no probe, since the completions write anyway), run back
+to back on one connection of the same database at the same durability, as
+tasks/s. Beside each row, the engine's commits per task (from its store's
+committing calls during that drain). No worker can settle and refill
 its slots faster than that on this machine (bench/README.md).
 
 Each row runs on a fresh database (a new SQLite file, a new Postgres schema),
@@ -109,11 +111,52 @@ async def prefill(target: Target, count: int, name: str) -> None:
             await asyncio.gather(*(client.submit(name, {"i": i}) for i in chunk))
 
 
+class WriteCount:
+    """The engine store's committing calls during a drain, counted per kind.
+
+    Each wrapped call is one commit (one transaction), except a completing
+    claim whose shared transaction failed (then the completions commit
+    alone: two) and a claim session whose probe found nothing (none). Group
+    commit could merge lone ``complete``/``fail`` writes, so their count is
+    an upper bound; the drain rows' no-op handlers make none of them.
+    """
+
+    KINDS = ("claim_session", "claim_session_completing", "complete_many", "complete", "fail")
+
+    def __init__(self, store: Any) -> None:
+        self.calls: dict[str, int] = dict.fromkeys(self.KINDS, 0)
+        self.commits = 0
+        self.settled_in_claims = 0
+        for kind in self.KINDS:
+            setattr(store, kind, self._wrap(kind, getattr(store, kind)))
+
+    def _wrap(self, kind: str, method: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            out = await method(*args, **kwargs)
+            self.calls[kind] += 1
+            if kind == "claim_session":
+                self.commits += out is not None
+            elif kind == "claim_session_completing":
+                self.commits += 1 + (out.claim_error is not None)
+                self.settled_in_claims += len(out.settled)
+            else:
+                self.commits += 1
+            return out
+
+        return counted
+
+
+#: The last engine drain's write count (printed beside its row).
+LAST_WRITES: list[WriteCount] = []
+
+
 async def drain(side: str, target: Target, count: int, batch: int | None) -> float:
     """Tasks per second for one worker draining ``count`` queued no-op tasks."""
     await prefill(target, count, "noop")
     client = target.client(side)
     await client.connect()
+    if side == "engine":
+        LAST_WRITES[:] = [WriteCount(client.store)]
     worker = target.worker(side, client.store)
     done = asyncio.Event()
     seen = 0
@@ -319,7 +362,9 @@ async def bench_dialect(
         print("durability: both sides synchronous=FULL (each one's default)")
     else:
         print("durability: both sides one WAL flush per COMMIT (the server's default)")
-    print(f"{'row':44} {'engine':>12} {'cairnq':>12} {'ratio':>8} {'floor':>10}")
+    print(
+        f"{'row':44} {'engine':>12} {'cairnq':>12} {'ratio':>8} {'floor':>10} {'commits/task':>13}"
+    )
     if with_drains:
         await drain_rows(dialect, dsn, workdir, tasks)
     if not with_calls:
@@ -391,9 +436,15 @@ async def drain_rows(dialect: str, dsn: str, workdir: str, tasks: int) -> None:
         slots = CONCURRENCY * (batch or 1)
         floor = await cycle_floor(Target(dialect, dsn, workdir), tasks, slots)
         ratio = rates["engine"] / rates["cairnq"]
+        writes = LAST_WRITES[0]
         print(
             f"{label:44} {rates['engine']:12.0f} {rates['cairnq']:12.0f} {ratio:7.1f}x "
-            f"{floor:10.0f}"
+            f"{floor:10.0f} {writes.commits / tasks:13.4f}"
+        )
+        calls = ", ".join(f"{k} {v}" for k, v in writes.calls.items() if v)
+        print(
+            f"  (engine: {writes.commits} commits for {tasks} tasks, {writes.settled_in_claims} "
+            f"settled inside claims; calls: {calls}; floor: 1/{slots} commits/task)"
         )
 
 
@@ -408,9 +459,10 @@ def _pg(name: str) -> str:
 async def cycle_floor(target: Target, count: int, slots: int) -> float:
     """Tasks/s of the bare statements of worker cycles, one COMMIT per cycle.
 
-    A cycle is what the engine's worker does per refill: the probe, then one
-    transaction completing the ``slots`` tasks claimed by the previous cycle,
-    recovering expired leases and claiming ``slots`` more, then COMMIT. The
+    A cycle is what the engine's worker does per refill: one transaction (no
+    probe: the completions open it anyway) completing the ``slots`` tasks
+    claimed by the previous cycle, recovering expired leases and claiming
+    ``slots`` more, then COMMIT. The
     statements are the engine's own (sql/), on one connection, at the same
     durability (SQLite synchronous=FULL; Postgres's default WAL flush).
     """
@@ -427,14 +479,12 @@ async def cycle_floor(target: Target, count: int, slots: int) -> float:
 def _sqlite_floor(path: str, cycles: int, slots: int) -> float:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("pragma synchronous = full")
-    probe, settle = _sqlite("claimable_probe"), _sqlite("complete_many")
+    settle = _sqlite("complete_many")
     recover, claim = _sqlite("recover_leases"), _sqlite("claim_one_queue")
     held: list[str] = []
-    queues = json.dumps(["default"])
     started = time.perf_counter()
     for _ in range(cycles):
         now = int(time.time() * 1000)
-        conn.execute(probe, {"queues": queues, "names": None, "now_ms": now}).fetchall()
         conn.execute("begin immediate")
         conn.execute(settle, {"ids": json.dumps(held), "worker_id": "w", "now_ms": now})
         conn.execute(recover, {"lease_expired_error": LEASE_EXPIRED_JSON, "now_ms": now})
@@ -454,13 +504,12 @@ def _pg_floor(dsn: str, schema: str, cycles: int, slots: int) -> float:
     import psycopg
 
     options = f"-c search_path={schema}"
-    probe, settle = _pg("claimable_probe"), _pg("complete_many")
+    settle = _pg("complete_many")
     recover, claim = _pg("recover_leases"), _pg("claim_one_queue")
     held: list[str] = []
     with psycopg.connect(dsn, autocommit=True, options=options) as conn:
         started = time.perf_counter()
         for _ in range(cycles):
-            conn.execute(probe, {"queues": ["default"], "names": None}).fetchall()
             # One round trip, as the engine's worker sends it (pipeline mode).
             with conn.pipeline():
                 conn.execute("begin")

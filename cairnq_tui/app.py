@@ -338,6 +338,7 @@ class ConsoleApp(HistoryHost, App[None]):
             bar.cost_ms = message.cost_ms
         self._show_state()
         self.call_after_refresh(self._arm_next)
+        self._history_after_tick()
         if not self._heap_frozen:
             self._heap_frozen = True
             self.call_after_refresh(self._freeze_heap)

@@ -272,7 +272,9 @@ def demo(args: argparse.Namespace) -> int:
     path = str(folder / "demo.db") if folder is not None else args.db
     try:
         target = parse_target(path)
-        asyncio.run(check_target(target, read_only=False))
+        # The demo hosts a worker, and a hosted worker creates the cairnq tables
+        # in an empty Postgres database, as ``launch --worker`` does.
+        created = asyncio.run(check_target(target, read_only=False, create=True))
         store = make_store(target, read_only=False)
         new_store = partial(make_store, target, read_only=False)
         host = WorkerHost(
@@ -283,9 +285,11 @@ def demo(args: argparse.Namespace) -> int:
         )
         traffic = DemoTraffic(new_store, rate=args.rate, seed=args.seed)
         kept = "kept" if folder is None else "deleted on quit"
+        shown = target.display if target.is_postgres else path  # never a password
         settings = Settings(
             target=target,
-            notice=f"Demo: {args.rate:g} tasks/s into {path} ({kept}). "
+            notice=(f"{created}. " if created and target.is_postgres else "")
+            + f"Demo: {args.rate:g} tasks/s into {shown} ({kept}). "
             "Keys 1-9 switch views; ? lists every key.",
             history=folder is None,  # a throwaway database keeps no history file
         )

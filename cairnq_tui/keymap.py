@@ -164,6 +164,7 @@ SECTIONS: list[tuple[str, list[Binding]]] = [
     ("Confirmations", _bindings(CONFIRM)),
     ("Submit and replace forms (tab completes the name and the queue)", _bindings(SUBMIT)),
     ("Other dialogs (columns, key, purge, targets, traceback)", _bindings(DIALOG)),
+    ("A write the database has not answered (the pending dialog)", _bindings(PENDING)),
     ("Failures view (ctrl+p: Failures)", _bindings(FAILURES)),
     ("A failure group's tasks", _bindings(FAILURE_GROUP)),
     ("Metrics view (ctrl+p: Metrics)", _bindings(METRICS)),

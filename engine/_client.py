@@ -18,6 +18,7 @@ from engine._errors import TaskCanceled, TaskFailed
 from engine._gate import QueueGate
 from engine._models import Conflict, SubmitOutcome, Task, TaskDef, TaskRef
 from engine._retention import Retention, RetentionSweeper
+from engine._signatures import task_of
 from engine._waits import DEFAULT_MAX_POLL_MS, DEFAULT_POLL_MS, DEFAULT_TIMEOUT_MS, wait_for_task
 from engine.store._signals import WatchSignal
 
@@ -132,47 +133,6 @@ class CairnQ:
 
     # -- writes --------------------------------------------------------------------------
 
-    async def submit(
-        self,
-        name: str | TaskDef[Any, Any],
-        payload: Any = None,
-        *,
-        key: str | None = None,
-        queue: str = "default",
-        conflict: Conflict = "reuse",
-        max_attempts: int = 3,
-        priority: int = 0,
-        metadata: Mapping[str, Any] | None = None,
-        delay_ms: int = 0,
-        parent_id: str | None = None,
-        root_id: str | None = None,
-        correlation_id: str | None = None,
-    ) -> Task:
-        """Enqueue a task, or resolve a keyed submit by ``conflict``.
-
-        The strategies are tabled in docs/protocol-notes.md, "Submit and keys".
-
-        Raises:
-            ValueError / SerializationError: bad input (nothing written).
-            AlreadyExists: ``conflict="reject"`` and the key holds a task.
-            QueueFull: the backpressure gate gave up.
-        """
-        store = await self._ready()
-        return await store.submit(
-            name=name.name if isinstance(name, TaskDef) else name,
-            payload=payload,
-            queue=queue,
-            key=key,
-            conflict=conflict,
-            max_attempts=max_attempts,
-            priority=priority,
-            metadata=metadata,
-            parent_id=parent_id,
-            root_id=root_id,
-            correlation_id=correlation_id,
-            delay_ms=delay_ms,
-        )
-
     async def submit_outcome(
         self,
         name: str | TaskDef[Any, Any],
@@ -189,7 +149,10 @@ class CairnQ:
         root_id: str | None = None,
         correlation_id: str | None = None,
     ) -> SubmitOutcome:
-        """``submit``, saying what it did (beyond the SDK).
+        """Enqueue a task, or resolve a keyed submit by ``conflict``, saying what it
+        did (beyond the SDK; ``submit`` answers the task alone).
+
+        The strategies are tabled in docs/protocol-notes.md, "Submit and keys".
 
         Returns:
             The task, and whether it was ``"created"``, ``"reused"`` (the key's
@@ -197,8 +160,10 @@ class CairnQ:
             ``previous``, canceled if it was live).
 
         Raises:
-            As ``submit``; ``AlreadyExists`` carries the holder's ``task_id``
-            and ``status``.
+            ValueError / SerializationError: bad input (nothing written).
+            AlreadyExists: ``conflict="reject"`` and the key holds a task (its
+                ``task_id`` and ``status`` say which).
+            QueueFull: the backpressure gate gave up.
         """
         store = await self._ready()
         return await store.submit_outcome(
@@ -215,6 +180,20 @@ class CairnQ:
             correlation_id=correlation_id,
             delay_ms=delay_ms,
         )
+
+    submit = task_of(
+        submit_outcome,
+        """Enqueue a task, or resolve a keyed submit by ``conflict``.
+
+        The strategies are tabled in docs/protocol-notes.md, "Submit and keys";
+        ``submit_outcome`` also says what the submit did.
+
+        Raises:
+            ValueError / SerializationError: bad input (nothing written).
+            AlreadyExists: ``conflict="reject"`` and the key holds a task.
+            QueueFull: the backpressure gate gave up.
+        """,
+    )
 
     async def cancel(self, task_id: str) -> Task | None:
         """Cancel a live task; None for a terminal or unknown one."""

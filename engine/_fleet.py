@@ -6,15 +6,11 @@ leases view uses), so the cost follows the tasks running, not the table.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from engine._inspect_reads import InspectorReads
 from engine._triage_types import WorkerLeases
 
-if TYPE_CHECKING:
-    from engine._inspector import Inspector
 
-
-async def workers(inspector: Inspector, *, limit: int = 10_000) -> list[WorkerLeases]:
+async def workers(inspector: InspectorReads, *, limit: int = 10_000) -> list[WorkerLeases]:
     """See ``Inspector.workers``."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ValueError(f"limit must be a positive integer, got {limit!r}")

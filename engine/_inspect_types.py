@@ -22,6 +22,8 @@ PageOrder = Literal["id", "key", "due", "updated", "completed", "failure"]
 
 #: Default ceiling of a count: beyond it the console shows "10,000+".
 DEFAULT_COUNT_CAP = 10_000
+#: Names counted one by one per queue and status by ``Inspector.name_counts``.
+DEFAULT_NAMES_PER_QUEUE = 50
 #: How many tasks a payload text search reads per page at most (and the window a
 #: sort by due or updated time orders).
 DEFAULT_PAYLOAD_SCAN = 50_000

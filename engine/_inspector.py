@@ -11,6 +11,7 @@ The protocol fixes the schema, so the statements are shaped around its indexes
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -21,6 +22,7 @@ from engine._inspect_search import id_at, is_id_tail, normalise_id_prefix, prefi
 from engine._inspect_types import (
     DEFAULT_COUNT_CAP,
     DEFAULT_ERROR_WINDOW,
+    DEFAULT_NAMES_PER_QUEUE,
     DEFAULT_PAYLOAD_SCAN,
     DEFAULT_SEARCH_WINDOW,
     CappedCount,
@@ -58,6 +60,8 @@ class Inspector:
         search_window: the newest failures an error search reads at most (its
             pages say how many they searched).
         clock: epoch ms, used for "due" and "older than" (the console's clock).
+        background: read on the store's background lane (``read_statement``):
+            for a recorder sampling beside a console that refreshes.
     """
 
     def __init__(
@@ -69,6 +73,7 @@ class Inspector:
         error_window: int = DEFAULT_ERROR_WINDOW,
         search_window: int = DEFAULT_SEARCH_WINDOW,
         clock: Callable[[], int] = now_ms,
+        background: bool = False,
     ) -> None:
         if count_cap < 1 or payload_scan < 1 or error_window < 1 or search_window < 1:
             raise ValueError("count_cap, payload_scan, error_window and search_window must be >= 1")
@@ -80,8 +85,17 @@ class Inspector:
         #: (valid until, monotonic s; floor_ms; failures held) of the error window.
         self.window_edge: tuple[float, int, int] | None = None
         self.clock = clock
+        self.background = background
+
+    def in_background(self) -> Inspector:
+        """This inspector reading on the store's background lane."""
+        twin = copy.copy(self)
+        twin.background = True
+        return twin
 
     async def _read(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        if self.background:
+            return await self.store.read_statement(name, params, background=True)
         return await self.store.read_statement(name, params)
 
     # -- tasks --------------------------------------------------------------------
@@ -358,6 +372,27 @@ class Inspector:
         for row in await self._read("inspect_queue_counts", {"cap": cap}):
             per = out.setdefault(row["queue"], {s: CappedCount(0, cap) for s in STATUSES})
             per[row["status"]] = CappedCount(int(row["n"]), cap)
+        return out
+
+    async def name_counts(
+        self, *, cap: int | None = None, names: int = DEFAULT_NAMES_PER_QUEUE, live: bool = False
+    ) -> dict[tuple[str, str | None, str], CappedCount]:
+        """``{(queue, name, status): count}``, each capped, zero counts left out.
+
+        Per queue and status the first ``names`` names (in name order) are
+        counted one by one; the tasks of any further names are counted together
+        under the name None ("other"). Bounded by the index entries it may count:
+        queues x 5 x (``names`` + 1) x ``cap``. ``live``: the queued and running
+        tasks only (a backlog is small where finished tasks pile up: cheap).
+        """
+        cap = self._cap(cap)
+        if isinstance(names, bool) or not isinstance(names, int) or names < 1:
+            raise ValueError(f"names must be a positive integer, got {names!r}")
+        out: dict[tuple[str, str | None, str], CappedCount] = {}
+        params = {"cap": cap, "names": names, "live": int(bool(live))}
+        for row in await self._read("inspect_name_counts", params):
+            if row["n"]:
+                out[(row["queue"], row["name"], row["status"])] = CappedCount(int(row["n"]), cap)
         return out
 
     async def queue_latency(self) -> dict[str, QueueLatency]:

@@ -16,13 +16,13 @@ of raising, for whatever another writer stored that cannot be decoded.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 import orjson
 
 from engine._errors import SerializationError
+from engine._models import UndecodableJSON
 
 #: The deepest nesting of arrays and objects the engine writes or reads: ``[]``
 #: is depth 1, ``[[1]]`` depth 2. orjson's reader refuses deeper documents, so
@@ -30,21 +30,6 @@ from engine._errors import SerializationError
 MAX_DEPTH = 1024
 #: orjson's writer stops at this depth; deeper values take the slower writer here.
 _ORJSON_WRITE_DEPTH = 254
-
-
-@dataclass(frozen=True, slots=True)
-class UndecodableJSON:
-    """A stored JSON column the engine cannot decode, as inspection reads show it.
-
-    Inspection reads (``engine.inspection.Inspector``, ``get`` and the other row
-    reads a console makes) put this in place of the decoded value, so one bad row
-    never stops a page of good ones from being shown.
-    """
-
-    #: The column's raw text, exactly as stored.
-    text: str
-    #: Why it cannot be decoded, in words (e.g. "nested deeper than 1024 levels").
-    reason: str
 
 
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1

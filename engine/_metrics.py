@@ -26,10 +26,8 @@ import asyncio
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from engine._inspector import Inspector
+from engine._inspect_reads import InspectorReads
 
 #: Completions a metrics read looks at, at most (newest first).
 DEFAULT_METRICS_CAP = 2_000_000
@@ -168,7 +166,7 @@ def _sum(rows: Iterable[tuple[int, ...]]) -> tuple[int, ...]:
 
 
 async def metrics(
-    inspector: Inspector,
+    inspector: InspectorReads,
     *,
     window_ms: int,
     buckets: int = 60,

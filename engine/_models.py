@@ -6,8 +6,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, get_args
 
-from engine._json import UndecodableJSON
-
 TaskStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
 Conflict = Literal["reuse", "reuse-succeeded", "reject", "replace"]
 
@@ -18,6 +16,21 @@ CONFLICTS: tuple[Conflict, ...] = get_args(Conflict)
 
 P = TypeVar("P")
 R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class UndecodableJSON:
+    """A stored JSON column the engine cannot decode, as inspection reads show it.
+
+    Inspection reads (``engine.inspection.Inspector``, ``get`` and the other row
+    reads a console makes) put this in place of the decoded value, so one bad row
+    never stops a page of good ones from being shown.
+    """
+
+    #: The column's raw text, exactly as stored.
+    text: str
+    #: Why it cannot be decoded, in words (e.g. "nested deeper than 1024 levels").
+    reason: str
 
 
 def is_terminal_status(status: str) -> bool:

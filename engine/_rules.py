@@ -83,6 +83,10 @@ def boolean(value: Any, field: str) -> bool:
 
 
 def _storable(value: str, field: str, refuses_nul: bool) -> str:
+    if value.isascii():  # constant time: no surrogate in it (the usual id or name)
+        if refuses_nul and "\x00" in value:
+            raise ValueError(f"{field} contains a NUL character, which Postgres text refuses")
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -12,8 +12,9 @@ the primary key). The page says which (``window_note``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from engine._inspect_reads import InspectorReads
 from engine._inspect_types import (
     CappedCount,
     PageOrder,
@@ -26,15 +27,12 @@ from engine._inspect_types import (
 )
 from engine._models import TERMINAL_STATUSES
 
-if TYPE_CHECKING:
-    from engine._inspector import Inspector
-
 _MAX_MS = 1 << 62
 _MIN_MS = -(1 << 62)
 
 
 async def sorted_page(
-    inspector: Inspector,
+    inspector: InspectorReads,
     flt: TaskFilter,
     *,
     before: str | None,
@@ -116,7 +114,7 @@ def _untimed(flt: TaskFilter) -> dict[str, Any]:
 
 
 async def _sparse_sorted(
-    inspector: Inspector,
+    inspector: InspectorReads,
     flt: TaskFilter,
     order: PageOrder,
     matches: int,

@@ -18,8 +18,9 @@ import re
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from engine._inspect_reads import InspectorReads
 from engine._inspect_types import (
     TaskFilter,
     TaskPage,
@@ -29,9 +30,6 @@ from engine._inspect_types import (
     summary_from_row,
 )
 from engine._triage_types import FailureGroup, FailureGroups, FailureSelection
-
-if TYPE_CHECKING:
-    from engine._inspector import Inspector
 
 #: Past every time a row can hold / before every one (cursor sentinels).
 _MAX_MS = 1 << 62
@@ -55,11 +53,15 @@ _MASKS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # prefixed ULIDs (task_…, worker_…) and bare ones
     (re.compile(rf"{_START}(?:[A-Za-z]+_)?[#A-HJKMNP-TV-Z]{{26}}{_END}"), "<id>", "#"),
     (re.compile(rf"{_START}#[xX][#a-fA-F]+{_END}"), "<hex>", "#"),
-    # hex runs of 8+ holding both a digit and a letter (hashes, object addresses)
+    # words of hex digits holding a letter, when they also hold a digit ("beef42",
+    # hashes, object addresses) or are 6 long or more ("deadbeef"; so "decade"
+    # too); words of digits alone are numbers, below
     (
-        re.compile(rf"{_START}(?=[#a-fA-F]*#)(?=[#a-fA-F]*[a-fA-F])[#a-fA-F]{{8,}}{_END}"),
+        re.compile(
+            rf"{_START}(?=[#a-fA-F]*[a-fA-F])(?:(?=[#a-fA-F]*#)[#a-fA-F]+|[a-fA-F]{{6,}}){_END}"
+        ),
         "<hex>",
-        "#",
+        "",
     ),
     (re.compile(r"#+(?:\.#+)?"), "<n>", "#"),
 )
@@ -91,7 +93,7 @@ def _mask_folded(text: str) -> str:
 WINDOW_EDGE_TTL_S = 10.0
 
 
-async def error_window(inspector: Inspector) -> tuple[int, int]:
+async def error_window(inspector: InspectorReads) -> tuple[int, int]:
     """``(floor_ms, failures)``: where the window of the newest failures starts and
     how many it holds (at most ``inspector.search_window``). One index read when the
     window is full (the floor), a capped count when it is not; reused for
@@ -118,14 +120,16 @@ def _raw_text(text: str) -> str | None:
     return text if plain else None
 
 
-def _window_note(inspector: Inspector, held: int) -> str:
+def _window_note(inspector: InspectorReads, held: int) -> str:
     if held >= inspector.search_window:
         return f"searched the newest {inspector.search_window:,} failures"
-    return f"searched all {held:,} failures"
+    if held == 1:
+        return "searched the 1 failure"
+    return f"searched all {held:,} failures" if held else "searched 0 failures"
 
 
 async def error_page(
-    inspector: Inspector,
+    inspector: InspectorReads,
     flt: TaskFilter,
     *,
     before: str | None,
@@ -199,7 +203,9 @@ class _Group:
     buckets: dict[int, int] = field(default_factory=dict)
 
 
-async def _since(inspector: Inspector, window_ms: int | None, now: int) -> tuple[int, int | None]:
+async def _since(
+    inspector: InspectorReads, window_ms: int | None, now: int
+) -> tuple[int, int | None]:
     """``(start of the read, since_ms as asked)``; "everything" starts at the oldest failure."""
     if window_ms is not None:
         if isinstance(window_ms, bool) or not isinstance(window_ms, int) or window_ms < 1:
@@ -210,7 +216,7 @@ async def _since(inspector: Inspector, window_ms: int | None, now: int) -> tuple
     return (int(oldest) if oldest is not None else now), None
 
 
-async def _newest(inspector: Inspector, start: int, cap: int) -> tuple[int, bool]:
+async def _newest(inspector: InspectorReads, start: int, cap: int) -> tuple[int, bool]:
     """``(where to start reading, capped)``: ``start``, raised to the completion time
     of the ``cap``-th newest failure when the window holds more than ``cap``.
 
@@ -227,7 +233,7 @@ async def _newest(inspector: Inspector, start: int, cap: int) -> tuple[int, bool
 
 
 async def failure_groups(
-    inspector: Inspector,
+    inspector: InspectorReads,
     *,
     window_ms: int | None,
     buckets: int = 30,
@@ -289,7 +295,7 @@ async def failure_groups(
 
 
 async def failure_selection(
-    inspector: Inspector,
+    inspector: InspectorReads,
     group: FailureGroup | tuple[str, str, str],
     *,
     window_ms: int | None,

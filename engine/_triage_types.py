@@ -89,7 +89,8 @@ class FailureGroups:
         """What was read, said plainly."""
         if self.capped:
             return f"grouped the newest {self.cap:,} failures"
-        return f"grouped {self.failures_read:,} failures"
+        n = self.failures_read
+        return f"grouped {n:,} failure{'' if n == 1 else 's'}"
 
 
 @dataclass(frozen=True, slots=True)

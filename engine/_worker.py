@@ -28,10 +28,11 @@ from engine._gate import QueueGate
 from engine._ids import new_worker_id
 from engine._models import TaskDef
 from engine._rules import at_least, duration_ms
-from engine._worker_calls import Completions, NameStats, Settlement
+from engine._worker_calls import NameStats
 from engine._worker_loop import ClaimLoop, optional_int
 from engine._worker_plan import Handler, build_sources, registration_for
 from engine._worker_running import OnError
+from engine._worker_settles import Settlement, SettleQueue
 from engine._worker_snapshot import (
     NameSnapshot,
     ResourceHolder,
@@ -145,7 +146,7 @@ class Worker(ClaimLoop):
             backoff_ms=self._backoff_ms,
             backoff_max_ms=self._backoff_max_ms,
             report=self._report,
-            completions=Completions(store, self._worker_id, ride),
+            queue=SettleQueue(store, self._worker_id, ride),
         )
 
         self._registrations = {}

@@ -1,10 +1,10 @@
-"""A handler call and everything written on its behalf: invocation, heartbeats, settlement.
+"""A handler call: its bookkeeping, its invocation, its heartbeats.
 
-``Call`` is the bookkeeping for one call in flight (one task, or a batch).
-``Settlement`` writes what became of it: a completion (shared statements for
-completions without a result, see ``Completions``) or a failure with its
-retry backoff; ``renew_leases`` is one heartbeat. None of it decides *when*:
-the worker's loop schedules calls, beats and settlements.
+``Call`` is the bookkeeping for one call in flight (one task, or a batch);
+``invoke`` runs its handler; ``renew_leases`` is one heartbeat; ``leftovers``
+are the contexts the worker settles itself (``_worker_settles`` writes what
+became of them). None of it decides *when*: the worker's loop schedules calls,
+beats and settlements.
 """
 
 from __future__ import annotations
@@ -12,16 +12,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine import _envelopes as envelopes
-from engine._backoff import retry_delay_ms
 from engine._clock import now_ms
 from engine._context import TaskContext
-from engine._errors import LostLease, SerializationError, StoreUnavailable
-from engine._models import Task
+from engine._errors import StoreUnavailable
 from engine._worker_plan import Registration
 from engine._worker_snapshot import CallSnapshot, CallTaskSnapshot, Shortfall
 from engine._worker_threads import HandlerThreads
@@ -209,133 +206,6 @@ async def _renew(
     return reply
 
 
-#: ``ride(task_ids, freeing)``: complete the tasks inside a claim session (the
-#: settled ids), or None to decline; see ``Worker._claim_completing``.
-Ride = Callable[[list[str], list["Call"]], Awaitable[set[str] | None]]
-
-
-class Completions:
-    """No-result completions, written together by ``complete_many``.
-
-    Single-task calls that finish together and a batch's leftovers would each
-    cost a statement; here one write is in flight at a time and everything
-    that arrives meanwhile goes out in the next, so the batch size follows the
-    load. Every caller still learns its own task's outcome.
-
-    A ``ride`` hook may take the write instead: the worker then completes the
-    tasks in the same transaction as the claim that fills the slots they free.
-    """
-
-    def __init__(self, store: TaskStore, worker_id: str, ride: Ride | None = None) -> None:
-        self._store = store
-        self._worker_id = worker_id
-        self._ride = ride
-        self._pending: list[tuple[list[str], asyncio.Future[set[str]], Call | None]] = []
-        self._writer: asyncio.Task[None] | None = None
-
-    async def complete(self, task_ids: list[str], freeing: Call | None = None) -> set[str]:
-        """Settle owned tasks with no result.
-
-        Args:
-            task_ids: the tasks.
-            freeing: the call whose slot this write frees (it is the call's
-                only settlement write), or None.
-
-        Returns:
-            A set holding each of ``task_ids`` that was settled; one missing
-            lost its lease.
-
-        Raises:
-            Exception: whatever the store raised for the write they were part of.
-        """
-        future: asyncio.Future[set[str]] = asyncio.get_running_loop().create_future()
-        self._pending.append((task_ids, future, freeing))
-        if self._writer is None:
-            # Starts on the next loop pass: completions of this pass join it.
-            self._writer = asyncio.ensure_future(self._write_all())
-        return await future
-
-    async def _write_all(self) -> None:
-        try:
-            while self._pending:
-                pending, self._pending = self._pending, []
-                await self._write(pending)
-        finally:
-            self._writer = None
-
-    async def _write(
-        self, pending: list[tuple[list[str], asyncio.Future[set[str]], Call | None]]
-    ) -> None:
-        task_ids = [task_id for ids, _, _ in pending for task_id in ids]
-        try:
-            settled = None
-            if self._ride is not None:
-                freeing = [call for _, _, call in pending if call is not None]
-                settled = await self._ride(task_ids, freeing)
-            if settled is None and len(task_ids) == 1:
-                settled = await self._complete_one(task_ids[0])
-            elif settled is None:
-                settled = await self._store.complete_many(
-                    task_ids=task_ids, worker_id=self._worker_id
-                )
-        except Exception as exc:
-            if len(task_ids) > 1 and not isinstance(exc, StoreUnavailable):
-                # One task's row may have failed the statement all of them
-                # shared: write each alone, so only its caller gets the error.
-                await self._write_apart(pending)
-                return
-            for _, future, _ in pending:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        except BaseException:
-            for _, future, _ in pending:
-                future.cancel()
-            raise
-        for _, future, _ in pending:
-            if not future.done():  # a cancelled caller's write landed all the same
-                future.set_result(settled)
-
-    async def _complete_one(self, task_id: str) -> set[str]:
-        """One task alone: ``complete`` with no result, the same write as ``complete_many``.
-
-        It returns the committed row, and its done signal hands that row to a
-        waiter in this process (a ``call()`` of a handler that returns
-        nothing), which then needs no read; ``complete_many`` returns ids only.
-        """
-        try:
-            await self._store.complete(task_id=task_id, worker_id=self._worker_id, result=None)
-        except LostLease:
-            return set()
-        return {task_id}
-
-    async def _write_apart(
-        self, pending: list[tuple[list[str], asyncio.Future[set[str]], Call | None]]
-    ) -> None:
-        """Each task's completion on its own; a caller fails only if one of its own did."""
-        try:
-            for task_ids, future, _ in pending:
-                settled: set[str] = set()
-                error: Exception | None = None
-                for task_id in task_ids:
-                    try:
-                        settled |= await self._store.complete_many(
-                            task_ids=[task_id], worker_id=self._worker_id
-                        )
-                    except Exception as exc:
-                        error = error or exc
-                if future.done():
-                    continue
-                if error is not None:
-                    future.set_exception(error)
-                else:
-                    future.set_result(settled)
-        except BaseException:
-            for _, future, _ in pending:
-                future.cancel()
-            raise
-
-
 def leftovers(call: Call) -> list[TaskContext]:
     """The contexts the worker settles itself (each marked settled here).
 
@@ -352,132 +222,3 @@ def leftovers(call: Call) -> list[TaskContext]:
             continue
         out.append(ctx)
     return out
-
-
-class Settlement:
-    """The worker's own writes of a call's outcome, each owned by its lease.
-
-    A write refused for a lost lease marks the context lost and leaves the task
-    to recovery; any other failed write is reported, and the task's lease then
-    decides what happens to it.
-    """
-
-    def __init__(
-        self,
-        store: TaskStore,
-        worker_id: str,
-        *,
-        backoff_ms: int,
-        backoff_max_ms: int,
-        report: Report,
-        completions: Completions,
-    ) -> None:
-        self._store = store
-        self._worker_id = worker_id
-        self._backoff = (backoff_ms, backoff_max_ms)
-        self._report = report
-        self._completions = completions
-
-    async def returned(self, call: Call, outcome: Any) -> None:
-        """The handler returned ``outcome``: complete what it left unsettled.
-
-        A batch handler's outcome maps task ids to results; a task it does not
-        name (or any outcome but a mapping) completes without a result.
-        """
-        contexts = leftovers(call)
-        if not contexts:
-            return
-        if call.registration.batch is None:
-            await self.complete(contexts[0], outcome, freeing=call)
-            return
-        if not isinstance(outcome, Mapping) or not outcome:
-            await self.quietly(contexts, call)  # the common batch return: no results
-            return
-        results = outcome
-        bare = [c for c in contexts if results.get(c.task_id) is None]
-        valued = [c for c in contexts if results.get(c.task_id) is not None]
-        if not valued:
-            await self.quietly(bare, call)
-            return
-        writes = [self.complete(c, results[c.task_id]) for c in valued]
-        if bare:
-            writes.append(self.quietly(bare))
-        await asyncio.gather(*writes)
-
-    async def raised(self, call: Call, envelope: dict[str, Any], retryable: bool) -> None:
-        """The handler failed: record ``envelope`` on every task it left unsettled."""
-        contexts = leftovers(call)
-        if len(contexts) == 1:
-            await self.fail(contexts[0], envelope, retryable)
-        elif contexts:
-            await asyncio.gather(*(self.fail(c, envelope, retryable) for c in contexts))
-
-    async def quietly(self, contexts: list[TaskContext], freeing: Call | None = None) -> None:
-        """Complete ``contexts`` with no result, sharing a statement with others.
-
-        ``freeing``: the call this write settles entirely (its slot may then
-        be refilled by a claim committed together with it).
-        """
-        try:
-            settled = await self._completions.complete([c.task_id for c in contexts], freeing)
-        except Exception as exc:
-            for ctx in contexts:
-                self._report(exc, "execute", ctx.task_id)
-            return
-        for ctx in contexts:
-            if ctx.task_id not in settled:
-                ctx.mark_lost()
-
-    async def complete(self, ctx: TaskContext, result: Any, freeing: Call | None = None) -> None:
-        """Complete one task; a result with no JSON form fails it (permanently) instead."""
-        if result is None:
-            await self.quietly([ctx], freeing)
-            return
-        try:
-            await self._store.complete(
-                task_id=ctx.task_id, worker_id=self._worker_id, result=result
-            )
-        except LostLease:
-            ctx.mark_lost()
-        except SerializationError as exc:
-            await self.fail(ctx, envelopes.unserializable_result(exc), False)
-        except Exception as exc:
-            self._report(exc, "execute", ctx.task_id)
-
-    async def fail(self, ctx: TaskContext, envelope: dict[str, Any], retryable: bool) -> None:
-        """Record a failure: requeued after its backoff while it may retry, else failed."""
-        base_ms, cap_ms = self._backoff
-        pause_ms = retry_delay_ms(ctx.attempt, base_ms=base_ms, cap_ms=cap_ms, retryable=retryable)
-        await self._guarded(
-            ctx.task_id,
-            self._store.fail(
-                task_id=ctx.task_id,
-                worker_id=self._worker_id,
-                error=envelope,
-                retryable=retryable,
-                delay_ms=pause_ms,
-            ),
-        )
-
-    async def no_handler(self, task: Task) -> None:
-        """Fail a claimed task whose name has no handler here (permanent)."""
-        envelope = envelopes.no_handler(task.name)
-        await self._guarded(
-            task.id,
-            self._store.fail(
-                task_id=task.id, worker_id=self._worker_id, error=envelope, retryable=False
-            ),
-        )
-
-    async def _guarded(self, task_id: str, write: Awaitable[object]) -> None:
-        """Await an owned write whose outcome nobody waits for.
-
-        Refused for a lost lease: the task is recovery's now, nothing to say.
-        Any other failure goes to ``report``; the lease then decides the task.
-        """
-        try:
-            await write
-        except LostLease:
-            return
-        except Exception as exc:
-            self._report(exc, "execute", task_id)

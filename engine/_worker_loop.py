@@ -23,10 +23,11 @@ from engine._rules import at_least
 from engine._worker_calls import Call
 from engine._worker_plan import InFlight, PollResult, Source, plan_poll
 from engine._worker_running import CallRunner
+from engine._worker_settles import Written
 from engine._worker_snapshot import WorkerState
 
 if TYPE_CHECKING:
-    from engine.store._base import Draw
+    from engine.store._base import Draw, OwnedSettle
     from engine.store.postgres import PostgresStore
     from engine.store.sqlite import SQLiteStore
 
@@ -241,10 +242,12 @@ class ClaimLoop(CallRunner):
             for o in result.outcomes
         )
 
-    async def _claim_completing(self, task_ids: list[str], freeing: list[Call]) -> set[str] | None:
-        """Complete ``task_ids`` in the claim session that refills the slots they free.
+    async def _claim_completing(
+        self, task_ids: list[str], settles: list[OwnedSettle], freeing: list[Call]
+    ) -> Written | None:
+        """Settle ``task_ids`` and ``settles`` in the claim session refilling the slots they free.
 
-        The ``Completions`` ride hook (stores declaring ``completing_claim``).
+        The ``SettleQueue`` ride hook (stores declaring ``completing_claim``).
         ``freeing`` are the calls whose only settlement write this is: their
         slots count as free for the claim, since the completions and the
         claims commit together, and they are released before the new calls
@@ -256,7 +259,7 @@ class ClaimLoop(CallRunner):
         task queued since would have woken it), so the probe is spared.
 
         Returns:
-            The ids settled, or None if declined.
+            The ids settled and what became of each of ``settles``, or None if declined.
         """
         # It declared completing_claim: both stores that do share this method.
         store = cast("PostgresStore | SQLiteStore", self._store)
@@ -290,6 +293,7 @@ class ClaimLoop(CallRunner):
                 names=list(self._registrations),
                 plan=plan,
                 single_draw=len(self._sources) == 1,
+                settles=settles,
             )
         finally:
             self._claiming = False
@@ -300,5 +304,4 @@ class ClaimLoop(CallRunner):
             self._report(outcome.claim_error, "claim")
         else:
             self._polled(outcome.value, lease_deadline)
-        settled: set[str] = outcome.settled
-        return settled
+        return outcome.settled, outcome.written

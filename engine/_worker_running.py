@@ -25,12 +25,12 @@ from engine._models import Task
 from engine._worker_calls import (
     Call,
     NameStats,
-    Settlement,
     invoke,
     leftovers,
     renew_leases,
 )
 from engine._worker_plan import Registration, payload_bytes
+from engine._worker_settles import Settlement
 from engine._worker_snapshot import ErrorReport, report_of
 from engine._worker_threads import HandlerThreads
 
@@ -216,7 +216,10 @@ class CallRunner:
                     self._slot_freed()
 
     def _record_failure(self, call: Call, exc: BaseException) -> None:
-        self._failures.append(report_of(exc, f"handler {call.name}", call.contexts[0].task_id))
+        first = call.contexts[0]
+        self._failures.append(
+            report_of(exc, f"handler {call.name}", first.task_id, first.task.attempt)
+        )
 
     async def _abandon(self, call: Call, handler: asyncio.Future[Any], max_run_ms: int) -> None:
         """``max_run_ms`` passed: flag every context, drop the handler, fail the leftovers."""
@@ -231,7 +234,10 @@ class CallRunner:
         envelope = envelopes.handler_timed_out(call.name, max_run_ms)
         self._failures.append(
             report_of(
-                TimeoutError(envelope["message"]), f"handler {call.name}", call.contexts[0].task_id
+                TimeoutError(envelope["message"]),
+                f"handler {call.name}",
+                call.contexts[0].task_id,
+                call.contexts[0].task.attempt,
             )
         )
         await asyncio.gather(*(self._settlement.fail(c, envelope, True) for c in unsettled))

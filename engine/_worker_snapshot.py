@@ -27,6 +27,8 @@ class ErrorReport:
     exception_type: str
     message: str
     traceback: str
+    #: The attempt of ``task_id`` that failed (handler failures; None otherwise).
+    attempt: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +147,9 @@ class WorkerSnapshot:
     abandoned_total: int
 
 
-def report_of(exc: BaseException, phase: str, task_id: str | None) -> ErrorReport:
+def report_of(
+    exc: BaseException, phase: str, task_id: str | None, attempt: int | None = None
+) -> ErrorReport:
     """An ``ErrorReport`` for ``exc``, stamped now, with its formatted traceback."""
     return ErrorReport(
         at_ms=now_ms(),
@@ -154,4 +158,5 @@ def report_of(exc: BaseException, phase: str, task_id: str | None) -> ErrorRepor
         exception_type=type(exc).__name__,
         message=str(exc),
         traceback="".join(traceback.format_exception(exc)),
+        attempt=attempt,
     )

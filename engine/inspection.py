@@ -13,6 +13,7 @@ anything opens it as a store. The operator writes (run now, delay by) are
 from engine._inspect_types import (
     DEFAULT_COUNT_CAP,
     DEFAULT_ERROR_WINDOW,
+    DEFAULT_NAMES_PER_QUEUE,
     DEFAULT_SEARCH_WINDOW,
     SEARCH_KINDS,
     SORT_KEYS,
@@ -32,8 +33,8 @@ from engine._inspect_types import (
     ThroughputBucket,
 )
 from engine._inspector import Inspector
-from engine._json import UndecodableJSON
 from engine._metrics import DEFAULT_METRICS_CAP, Latency, Metrics, MetricSeries
+from engine._models import UndecodableJSON
 from engine._sqlite_file import SQLiteFileKind, describe_sqlite_file
 from engine._triage import mask_message
 from engine._triage_types import (
@@ -49,6 +50,7 @@ __all__ = [
     "DEFAULT_COUNT_CAP",
     "DEFAULT_ERROR_WINDOW",
     "DEFAULT_METRICS_CAP",
+    "DEFAULT_NAMES_PER_QUEUE",
     "DEFAULT_SEARCH_WINDOW",
     "SEARCH_KINDS",
     "SORT_KEYS",

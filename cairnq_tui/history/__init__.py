@@ -3,8 +3,9 @@
 One SQLite file per target under ``$XDG_STATE_HOME/cairnq-tui`` (or
 ``~/.local/state/cairnq-tui``), named by a hash of the target without its
 password, created 0600, bounded in age (7 days) and size (50 MB). It holds the
-recorder's samples of per-queue counts, the failed attempts it saw, and the
-audit trail of the console's writes. ``--no-history`` turns it off. Never inside
+recorder's samples of per-(queue, name, status) counts (what changed, sample by
+sample), the failed attempts it saw, the workers it saw, and the audit trail of
+the console's writes. ``--no-history`` turns it off. Never inside
 the cairnq database, which other SDKs share.
 """
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cairnq_tui.history._file import AuditEntry, HistoryFile
-from engine import CairnQ, Task, TaskStore
+from engine import CairnQ, SubmitOutcome, Task, TaskStore
 
 
 def os_user() -> str:
@@ -53,13 +53,15 @@ class AuditedClient(CairnQ):
         super().__init__(store)
         self.auditor = auditor
 
-    async def submit(self, name: Any, payload: Any = None, **kwargs: Any) -> Task:
-        task = await super().submit(name, payload, **kwargs)
-        detail = {"id": task.id, "name": task.name, "queue": task.queue}
+    async def submit_outcome(self, name: Any, payload: Any = None, **kwargs: Any) -> SubmitOutcome:
+        # CairnQ.submit answers through submit_outcome, so this records both.
+        done = await super().submit_outcome(name, payload, **kwargs)
+        task = done.task
+        detail = {"id": task.id, "name": task.name, "queue": task.queue, "outcome": done.action}
         if kwargs.get("key"):
             detail |= {"key": kwargs["key"], "conflict": kwargs.get("conflict", "reuse")}
-        self.auditor.record("submit", detail, 1)
-        return task
+        self.auditor.record("submit", detail, 0 if done.action == "reused" else 1)
+        return done
 
     async def cancel(self, task_id: str) -> Task | None:
         task = await super().cancel(task_id)

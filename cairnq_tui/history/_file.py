@@ -2,9 +2,17 @@
 
 Plain ``sqlite3`` on a file of the console's own (never the cairnq database,
 which other SDKs share). Created 0600 in a 0700 folder; bounded by age (rows
-older than ``max_age_ms`` are deleted) and by size (the oldest samples and
-failures go until the file is under ``max_bytes``). One connection, guarded by a
-lock, usable from the thread the recorder writes on.
+older than ``max_age_ms`` are deleted) and by size (the oldest samples, then
+failures, go until the file is under 90% of ``max_bytes``, so it stays under
+the bound until the next prune). One connection, guarded by a lock, usable from
+the thread the recorder writes on.
+
+Durability: the file is in WAL mode with ``synchronous = NORMAL``: a sample
+commits without an fsync, so an OS crash or power loss may lose the last
+seconds of history (never anything of the cairnq database, which this file is
+not). The audit trail is the exception: each audit entry commits with
+``synchronous = FULL`` (an fsync of the log), so a write the console reported
+is on disk before the console goes on.
 """
 
 from __future__ import annotations
@@ -12,21 +20,28 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from cairnq_tui.history._samples import (
+    SAMPLES_SCHEMA,
+    SampleChain,
+    forget,
+    load_keys,
+    read_depth,
+    write_sample,
+)
 
 DEFAULT_MAX_AGE_MS = 7 * 86_400_000
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
 
+#: The layout of the file (``meta`` row ``format``). Format 1 (a row per count)
+#: is converted by dropping its samples.
+FORMAT = "2"
+
 _SCHEMA = """
 create table if not exists meta (key text primary key, value text not null);
-create table if not exists samples (
-    at_ms integer not null, queue text not null, name text not null,
-    status text not null, count integer not null
-);
-create index if not exists samples_at on samples (at_ms);
-create index if not exists samples_queue_at on samples (queue, at_ms);
 create table if not exists failures (
     task_id text not null, attempt integer not null, name text not null,
     queue text not null, status text not null, error_type text, message text,
@@ -111,16 +126,38 @@ class HistoryFile:
         self.max_age_ms = max_age_ms
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
+        self._chain = SampleChain()
         _create_private(path)
         self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        try:
+            with self._lock:
+                self._open()
+        except BaseException:
+            self._conn.close()
+            raise
         for suffix in ("-wal", "-shm", "-journal"):  # sqlite makes these with the umask
             side = Path(f"{path}{suffix}")
             if side.exists():
                 os.chmod(side, 0o600)
-        with self._lock:
-            self._conn.execute("pragma journal_mode = delete")
-            self._conn.executescript(_SCHEMA)
-            self._conn.execute("insert or replace into meta values ('target', ?)", (target,))
+
+    def _open(self) -> None:
+        conn = self._conn
+        fresh = not conn.execute("select 1 from sqlite_master limit 1").fetchone()
+        if fresh:  # (only before the first table: pages freed by prunes go back)
+            conn.execute("pragma auto_vacuum = incremental")
+        conn.execute("pragma journal_mode = wal")
+        conn.execute("pragma synchronous = normal")
+        conn.executescript(_SCHEMA)
+        found = conn.execute("select value from meta where key = 'format'").fetchone()
+        if found is None or found[0] != FORMAT:
+            conn.execute("drop table if exists samples")  # format 1: a row per count
+            conn.executescript(SAMPLES_SCHEMA)
+            conn.execute("insert or replace into meta values ('format', ?)", (FORMAT,))
+            if not fresh:
+                conn.execute("pragma auto_vacuum = incremental")
+                conn.execute("vacuum")
+        conn.execute("insert or replace into meta values ('target', ?)", (self.target,))
+        self._chain.keys = load_keys(conn)
 
     def close(self) -> None:
         with self._lock:
@@ -128,17 +165,43 @@ class HistoryFile:
 
     # -- writes ---------------------------------------------------------------------------
 
-    def record_counts(self, at_ms: int, counts: Iterable[tuple[str, str, str, int]]) -> None:
-        """One sample: ``(queue, name, status, count)`` rows taken at ``at_ms``."""
-        rows = [(at_ms, q, n, s, c) for q, n, s, c in counts]
+    def record_sample(
+        self,
+        at_ms: int,
+        counts: Mapping[tuple[str, str | None, str], int],
+        failures: Iterable[SeenFailure] = (),
+        workers: Iterable[tuple[str, int, Sequence[str], Sequence[str]]] = (),
+    ) -> int:
+        """One sample in one transaction: the counts per ``(queue, name, status)``
+        (name None: "other"), the failures seen and the workers holding leases.
+        Returns how many failures were new."""
         with self._lock:
             self._conn.execute("begin")
-            self._conn.executemany("insert into samples values (?, ?, ?, ?, ?)", rows)
-            self._conn.execute("commit")
+            try:
+                write_sample(self._conn, self._chain, at_ms, counts)
+                self._write_workers(at_ms, workers)
+                new = self._write_failures(at_ms, failures)
+                self._conn.execute("commit")
+            except BaseException:
+                self._conn.execute("rollback")
+                forget(self._chain)
+                raise
+        return new
+
+    def record_counts(self, at_ms: int, counts: Iterable[tuple[str, str | None, str, int]]) -> None:
+        """A sample of counts alone: ``(queue, name, status, count)`` rows."""
+        self.record_sample(at_ms, {(q, n, s): c for q, n, s, c in counts})
 
     def record_failures(self, seen_at_ms: int, failures: Iterable[SeenFailure]) -> int:
         """Failures seen; an attempt already recorded is kept as first seen. Returns
         how many were new."""
+        with self._lock:
+            self._conn.execute("begin")
+            new = self._write_failures(seen_at_ms, failures)
+            self._conn.execute("commit")
+            return new
+
+    def _write_failures(self, seen_at_ms: int, failures: Iterable[SeenFailure]) -> int:
         rows = [
             (
                 f.task_id,
@@ -153,32 +216,34 @@ class HistoryFile:
             )
             for f in failures
         ]
-        with self._lock:
-            before = self._conn.total_changes
-            self._conn.execute("begin")
-            self._conn.executemany(
-                "insert or ignore into failures values (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
-            )
-            self._conn.execute("commit")
-            return self._conn.total_changes - before
+        before = self._conn.total_changes
+        self._conn.executemany(
+            "insert or ignore into failures values (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+        )
+        return self._conn.total_changes - before
 
     def record_workers(
         self, at_ms: int, workers: Iterable[tuple[str, int, Sequence[str], Sequence[str]]]
     ) -> None:
         """Workers holding leases now: ``(worker_id, tasks, names, queues)``."""
+        with self._lock:
+            self._conn.execute("begin")
+            self._write_workers(at_ms, workers)
+            self._conn.execute("commit")
+
+    def _write_workers(
+        self, at_ms: int, workers: Iterable[tuple[str, int, Sequence[str], Sequence[str]]]
+    ) -> None:
         rows = [
             (w, at_ms, at_ms, n, "\x1f".join(names), "\x1f".join(queues))
             for w, n, names, queues in workers
         ]
-        with self._lock:
-            self._conn.execute("begin")
-            self._conn.executemany(
-                "insert into workers values (?, ?, ?, ?, ?, ?) on conflict (worker_id) do "
-                "update set at_ms = excluded.at_ms, tasks = excluded.tasks, "
-                "names = excluded.names, queues = excluded.queues",
-                rows,
-            )
-            self._conn.execute("commit")
+        self._conn.executemany(
+            "insert into workers values (?, ?, ?, ?, ?, ?) on conflict (worker_id) do "
+            "update set at_ms = excluded.at_ms, tasks = excluded.tasks, "
+            "names = excluded.names, queues = excluded.queues",
+            rows,
+        )
 
     def workers_seen(self, *, limit: int = 500) -> list[SeenWorker]:
         """Workers seen, the most recently seen first."""
@@ -201,44 +266,71 @@ class HistoryFile:
         ]
 
     def audit(self, entry: AuditEntry) -> None:
+        """Append an audit entry, durably: this commit syncs the log (``FULL``)."""
         with self._lock:
-            self._conn.execute(
-                "insert into audit values (?, ?, ?, ?, ?, ?)",
-                (entry.at_ms, entry.os_user, entry.target, entry.action, entry.detail, entry.count),
-            )
+            self._conn.execute("pragma synchronous = full")
+            try:
+                self._conn.execute(
+                    "insert into audit values (?, ?, ?, ?, ?, ?)",
+                    (
+                        entry.at_ms,
+                        entry.os_user,
+                        entry.target,
+                        entry.action,
+                        entry.detail,
+                        entry.count,
+                    ),
+                )
+            finally:
+                self._conn.execute("pragma synchronous = normal")
 
     def prune(self, now_ms: int) -> int:
-        """Drop rows older than the age bound, then the oldest samples and failures
-        until the file fits the size bound. Returns the rows deleted."""
+        """Drop rows older than the age bound, then the oldest samples (whole
+        keyframe spans) and failures until the file is under 90% of the size
+        bound; give the freed pages back. Returns the rows deleted."""
         cutoff = now_ms - self.max_age_ms
         deleted = 0
         with self._lock:
+            conn = self._conn
             for table in ("samples", "failures", "audit", "workers"):
-                cur = self._conn.execute(f"delete from {table} where at_ms < ?", (cutoff,))
-                deleted += cur.rowcount
-            while self._size() > self.max_bytes:
-                oldest = self._conn.execute("select min(at_ms), max(at_ms) from samples").fetchone()
-                if oldest[0] is None or oldest[0] == oldest[1]:
-                    cur = self._conn.execute(
+                deleted += conn.execute(f"delete from {table} where at_ms < ?", (cutoff,)).rowcount
+            deleted += self._drop_orphans()
+            while self._size() > self.max_bytes * 9 // 10:
+                span = conn.execute("select min(at_ms), max(at_ms) from samples").fetchone()
+                cur = None
+                if span[0] is not None and span[0] < span[1]:
+                    middle = span[0] + max(1, (span[1] - span[0]) // 10)
+                    cur = conn.execute("delete from samples where at_ms < ?", (middle,))
+                    deleted += cur.rowcount + self._drop_orphans()
+                if cur is None or cur.rowcount == 0:
+                    cur = conn.execute(
                         "delete from failures where rowid in "
                         "(select rowid from failures order by at_ms limit 1000)"
                     )
                     deleted += cur.rowcount
                     if cur.rowcount == 0:
                         break
-                else:
-                    middle = oldest[0] + max(1, (oldest[1] - oldest[0]) // 10)
-                    cur = self._conn.execute("delete from samples where at_ms < ?", (middle,))
-                    deleted += cur.rowcount
-                self._conn.execute("vacuum")
+                conn.execute("pragma incremental_vacuum")
             if deleted:
-                self._conn.execute("vacuum")
+                forget(self._chain)
+                conn.execute("pragma incremental_vacuum")
+                conn.execute("pragma wal_checkpoint(truncate)")
         return deleted
 
+    def _drop_orphans(self) -> int:
+        """Change rows before the oldest keyframe (nothing to replay them from)."""
+        return self._conn.execute(
+            "delete from samples where seq < coalesce("
+            "(select seq from samples where full = 1 order by seq limit 1), "
+            "(select max(seq) + 1 from samples))"
+        ).rowcount
+
     def _size(self) -> int:
+        """Bytes the file's live pages take (the WAL's pages counted, free ones not)."""
         pages = self._conn.execute("pragma page_count").fetchone()[0]
+        free = self._conn.execute("pragma freelist_count").fetchone()[0]
         size = self._conn.execute("pragma page_size").fetchone()[0]
-        return int(pages) * int(size)
+        return (int(pages) - int(free)) * int(size)
 
     def size_bytes(self) -> int:
         with self._lock:
@@ -247,20 +339,18 @@ class HistoryFile:
     # -- reads --------------------------------------------------------------------------------
 
     def depth(
-        self, since_ms: int, *, statuses: Sequence[str] = ("queued",)
+        self,
+        since_ms: int,
+        *,
+        statuses: Sequence[str] = ("queued",),
+        queue: str | None = None,
+        name: str | None = None,
     ) -> dict[str, list[tuple[int, int]]]:
-        """Per queue: ``(at_ms, count)`` of the given statuses summed, oldest first."""
-        marks = ", ".join("?" for _ in statuses)
+        """Per queue: ``(at_ms, count)`` of the given statuses summed, oldest first,
+        of one queue and of one name if given (a name past the ones sampled by
+        name is not found: its counts went to "other")."""
         with self._lock:
-            rows = self._conn.execute(
-                f"select queue, at_ms, sum(count) from samples where at_ms >= ? "
-                f"and status in ({marks}) group by queue, at_ms order by queue, at_ms",
-                (since_ms, *statuses),
-            ).fetchall()
-        out: dict[str, list[tuple[int, int]]] = {}
-        for queue, at_ms, count in rows:
-            out.setdefault(queue, []).append((int(at_ms), int(count)))
-        return out
+            return read_depth(self._conn, since_ms, statuses, queue, name)
 
     def attempts(self, task_id: str) -> list[SeenFailure]:
         """The failed attempts of a task the recorder saw, oldest first."""

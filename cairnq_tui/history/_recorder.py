@@ -2,14 +2,22 @@
 target's history file. Plain Python over the engine's ``Inspector`` reads (no
 query of its own, no Textual).
 
-Each ``sample()``: the per-(queue, status) counts of ``Inspector.queue_counts``
-(the name column holds ``"*"``: the engine has no per-name count read, and one
-count per name and status would cost a read each), and the failed tasks
-completed since the last sample (``tasks_page`` sorted by completion time,
-ascending, from where the last one stopped, a page at a time), with their
-attempt, error type and message. Rows a view drew with an error (a task
-retrying after a failure) are noted with ``note_rows`` and written with the
-next sample. Writes to the file run on a thread (``asyncio.to_thread``).
+Each ``sample()``: the per-(queue, name, status) counts of
+``Inspector.name_counts`` (capped like the Queues view's; the first
+``DEFAULT_NAMES_PER_QUEUE`` names per queue and status by name, the rest as
+"other"): the live statuses (queued, running) read at every sample, the finished
+ones (succeeded, failed, canceled: a count of the retained rows, the costly
+part) every ``FINISHED_EVERY_MS`` and carried over in between; the failed tasks
+completed since the last sample (``tasks_page``
+sorted by completion time, ascending, from where the last one stopped, a page
+at a time) with their attempt, error type and message, and the workers holding
+leases. Rows a view drew with an error (a task retrying after a failure) are
+noted with ``note_rows`` and written with the next sample.
+
+Off the refresh's path: the reads run on the store's background lane
+(``Inspector.in_background``: on SQLite a thread and connection of their own,
+so a view's read never queues behind them), and the sample is written in one
+transaction on a thread (``asyncio.to_thread``), without an fsync.
 """
 
 from __future__ import annotations
@@ -20,12 +28,15 @@ from collections.abc import Callable, Iterable
 from cairnq_tui.history._file import HistoryFile, SeenFailure
 from engine.inspection import Inspector, TaskFilter, TaskSummary
 
+LIVE = ("queued", "running")
 #: Failures read per sample at most (the rest are read by the next samples).
 FAILURES_PER_SAMPLE = 500
 #: On the first sample, failures this far back are read.
 FIRST_LOOK_BACK_MS = 3_600_000
 #: How often the file is pruned (by age and size).
 PRUNE_EVERY_MS = 600_000
+#: How often the counts of finished tasks are read (the live ones: every sample).
+FINISHED_EVERY_MS = 600_000
 
 
 def seen_failure(row: TaskSummary) -> SeenFailure:
@@ -46,7 +57,7 @@ class Recorder:
     """Samples one target into its history file."""
 
     def __init__(self, inspector: Inspector, history: HistoryFile, clock: Callable[[], int]):
-        self.inspector = inspector
+        self.inspector = inspector.in_background()
         self.history = history
         self.clock = clock
         #: Failures completed from this time on are read by the next sample.
@@ -54,6 +65,9 @@ class Recorder:
         self.samples = 0
         self._noted: dict[tuple[str, int], SeenFailure] = {}
         self._pruned_at = -PRUNE_EVERY_MS
+        #: The last counts of finished tasks, and when they were read.
+        self._finished: dict[tuple[str, str | None, str], int] = {}
+        self._finished_at: int | None = None
 
     def note_rows(self, rows: Iterable[TaskSummary]) -> None:
         """Rows a view showed: the ones carrying an error are failures seen."""
@@ -67,12 +81,14 @@ class Recorder:
     async def sample(self) -> int:
         """Take one sample; returns the failures written that were new."""
         now = self.clock()
-        counts = await self.inspector.queue_counts()
-        rows = [
-            (queue, "*", status, count.value)
-            for queue, per in sorted(counts.items())
-            for status, count in sorted(per.items())
-        ]
+        due = self._finished_at is None or not 0 <= now - self._finished_at < FINISHED_EVERY_MS
+        read = await self.inspector.name_counts(live=not due)
+        counts = {cell: n.value for cell, n in read.items()}
+        if due:
+            self._finished = {c: n for c, n in counts.items() if c[2] not in LIVE}
+            self._finished_at = now
+        else:
+            counts.update(self._finished)
         since = self.failures_since if self.failures_since is not None else now - FIRST_LOOK_BACK_MS
         page = await self.inspector.tasks_page(
             TaskFilter(status="failed", sort="completed", descending=False, since_ms=since),
@@ -86,9 +102,11 @@ class Recorder:
             self.failures_since = last if last is not None else since
         elif self.failures_since is None:
             self.failures_since = since
+        # Leases are held by running tasks: with none counted, there is no worker to read.
+        running = any(status == "running" for _, _, status in counts)
         workers = [
             (w.worker_id, w.tasks, w.names, w.queues)
-            for w in await self.inspector.workers()
+            for w in (await self.inspector.workers() if running else [])
             if w.worker_id is not None
         ]
         failures.extend(self._noted.values())
@@ -96,21 +114,19 @@ class Recorder:
         prune = now - self._pruned_at >= PRUNE_EVERY_MS
         if prune:
             self._pruned_at = now
-        new = await asyncio.to_thread(self._write, now, rows, failures, workers, prune)
+        new = await asyncio.to_thread(self._write, now, counts, failures, workers, prune)
         self.samples += 1
         return new
 
     def _write(
         self,
         now: int,
-        rows: list[tuple[str, str, str, int]],
+        counts: dict[tuple[str, str | None, str], int],
         failures: list[SeenFailure],
         workers: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]],
         prune: bool,
     ) -> int:
-        self.history.record_counts(now, rows)
-        self.history.record_workers(now, workers)
-        new = self.history.record_failures(now, failures)
+        new = self.history.record_sample(now, counts, failures, workers)
         if prune:
             self.history.prune(now)
         return new

@@ -1,8 +1,9 @@
 """A console session's history: the file, the recorder and the auditor of one target.
 
 ``open_history`` opens (or creates) the target's file under the state directory;
-the app samples through ``sample()`` on a timer of its own (``SAMPLE_EVERY_S``)
-and writes through ``client()``, whose writes are audited.
+the app samples through ``sample()`` every ``SAMPLE_EVERY_S`` (right after a
+refresh tick has drawn: ``history_host``) and writes through ``client()``, whose
+writes are audited.
 """
 
 from __future__ import annotations

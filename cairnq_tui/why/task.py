@@ -35,8 +35,9 @@ def why_not_running(task: Task, now_ms: int) -> str:
         parts = []
         if task.cancel_requested_at_ms is not None:
             parts.append(
-                f"Cancel requested at {clock_time(task.cancel_requested_at_ms)}; "
-                "the worker ends it at its next settle."
+                f"Cancel requested at {clock_time(task.cancel_requested_at_ms)}: it ends "
+                "canceled when its handler returns or fails (handlers that check "
+                "ctx.canceled() stop early) or when its lease runs out."
             )
         lease = task.lease_until_ms
         worker = clean(task.worker_id or "?")

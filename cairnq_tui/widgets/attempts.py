@@ -22,7 +22,7 @@ from engine import Task
 
 @dataclass(frozen=True)
 class KnownAttempt:
-    attempt: int | None  # None: a hosted failure report (it carries no attempt number)
+    attempt: int | None  # None: not known (a hosted failure report without one)
     at_ms: int
     outcome: str
     error: str
@@ -63,7 +63,7 @@ def known_attempts(
             if report.task_id == task.id:
                 line = report.message.splitlines()[0] if report.message else ""
                 error = f"{report.exception_type}: {line}"
-                out.append(KnownAttempt(None, report.at_ms, "failed", error, where))
+                out.append(KnownAttempt(report.attempt, report.at_ms, "failed", error, where))
     for failure in seen:
         outcome = "failed" if failure.status == "failed" else "failed, retried"
         out.append(
@@ -85,7 +85,10 @@ def known_attempts(
         out.append(KnownAttempt(task.attempt, at, "failed", error, "row"))
     elif task.status == "queued" and row_error is not None and task.attempt > 0:
         out.append(KnownAttempt(task.attempt, at, "failed, retry due", error, "row"))
-    elif task.status in ("succeeded", "canceled") and task.attempt > 0:
+    elif task.status == "succeeded" and task.attempt > 0:
+        # (an error a succeeded row still holds is an earlier attempt's)
+        out.append(KnownAttempt(task.attempt, at, task.status, "", "row"))
+    elif task.status == "canceled" and task.attempt > 0:
         out.append(KnownAttempt(task.attempt, at, task.status, error, "row"))
     return _merge(out)
 

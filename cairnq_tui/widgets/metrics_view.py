@@ -5,8 +5,9 @@ cycles), from the retained rows (``Inspector.metrics``): completions and
 failures per minute and due-to-done latency p50 / p95 / p99
 (``completed_at_ms - run_at_ms``). Two charts (textual-plotext): the
 highlighted row's completions and failures per minute across the window, and
-every queue's depth (queued tasks) over the same window as the recorder sampled
-it into the history file (none without one, or before it sampled).
+queue depth (queued tasks) over the same window as the recorder sampled it into
+the history file (none without one, or before it sampled): every queue's on a
+queue's row, the name's in its queue on a name's row.
 """
 
 from __future__ import annotations
@@ -42,11 +43,17 @@ COLUMNS: list[ColumnSpec] = [
 ]
 
 
+Depth = dict[str, list[tuple[int, int]]]
+#: Whose depth the chart shows: (None, None) every queue's, or (queue, name).
+Scope = tuple[str | None, str | None]
+
+
 @dataclass
 class MetricsRefreshed(DataMessage):
     metrics: Metrics
-    depth: dict[str, list[tuple[int, int]]] | None  # None: no history file
+    depth: Depth | None  # None: no history file
     window: str
+    scope: Scope
 
 
 def _row_key(series: MetricSeries) -> str:
@@ -66,7 +73,8 @@ class MetricsView(DataView):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.window = window
         self.metrics: Metrics | None = None
-        self.depth: dict[str, list[tuple[int, int]]] | None = None
+        self.depth: Depth | None = None
+        self.depth_scope: Scope = (None, None)
         self.rows: dict[str, MetricSeries] = {}
         self._charted: str | None = None
 
@@ -89,17 +97,39 @@ class MetricsView(DataView):
         window = self.window
         span = WINDOWS[window] or 3_600_000
         metrics = await self.console.inspector.metrics(window_ms=span, buckets=BUCKETS)
+        scope = self._depth_scope()
+        depth = await self._read_depth(metrics.since_ms, scope)
+        return MetricsRefreshed(0.0, metrics, depth, window, scope)
+
+    async def _read_depth(self, since_ms: int, scope: Scope) -> Depth | None:
         history = self.console.history
-        depth = None
-        if history is not None:
-            depth = await asyncio.to_thread(history.file.depth, metrics.since_ms)
-        return MetricsRefreshed(0.0, metrics, depth, window)
+        if history is None:
+            return None
+        queue, name = scope
+        return await asyncio.to_thread(history.file.depth, since_ms, queue=queue, name=name)
+
+    def _depth_scope(self) -> Scope:
+        chosen = self._chosen() if self.is_mounted else None
+        if chosen is None or chosen.name == "*":
+            return (None, None)
+        return (chosen.queue, chosen.name)
 
     def on_metrics_refreshed(self, message: MetricsRefreshed) -> None:
         stale = message.window != self.window
         if not stale:
             self.metrics, self.depth = message.metrics, message.depth
+            self.depth_scope = message.scope
         self.drawn(message, draw=not stale)
+
+    async def _rescope_depth(self) -> None:
+        """The highlighted row changed whose depth to chart: read it (the file only)."""
+        metrics, scope = self.metrics, self._depth_scope()
+        if metrics is None or scope == self.depth_scope:
+            return
+        depth = await self._read_depth(metrics.since_ms, scope)
+        if scope == self._depth_scope() and metrics is self.metrics:
+            self.depth, self.depth_scope = depth, scope
+            self._draw_depth_chart()
 
     def draw(self) -> None:
         self._draw_window()
@@ -179,7 +209,13 @@ class MetricsView(DataView):
         plot = self.query_one("#depth-chart", PlotextPlot)
         plt = plot.plt
         plt.clear_figure()
-        plt.title("queued tasks (recorder)")
+        queue, name = self.depth_scope
+        if name is None:
+            plt.title("queued tasks (recorder)")
+        elif self.depth:
+            plt.title(f"queued {name[:24]} in {(queue or '')[:16]} (recorder)")
+        else:  # (past the names sampled one by one, a name counts as "other")
+            plt.title(f"no samples of {name[:24]} in {(queue or '')[:16]}")
         plt.xlabel("minutes ago")
         if metrics is not None:
             plt.xlim(-(metrics.until_ms - metrics.since_ms) / 60_000, 0)
@@ -193,6 +229,8 @@ class MetricsView(DataView):
         event.stop()
         if self.table.cursor_key != self._charted:
             self._draw_rate_chart()
+        if self._depth_scope() != self.depth_scope and self.console.history is not None:
+            self.run_worker(self._rescope_depth(), group="metrics-depth", exclusive=True)
 
     def _draw_window(self) -> None:
         labels = Text("Window: ", style="bold")

@@ -31,7 +31,9 @@ from engine.store._claims import ClaimArgs as ClaimArgs
 from engine.store._claims import ClaimStore
 from engine.store._claims import CompletingClaim as CompletingClaim
 from engine.store._claims import Draw as Draw
+from engine.store._claims import OwnedSettle as OwnedSettle
 from engine.store._claims import Plan as Plan
+from engine.store._claims import SettleOutcome as SettleOutcome
 from engine.store._claims import claim_variant as claim_variant
 from engine.store._claims import screen_plan as screen_plan
 from engine.store._rows import LEASE_EXPIRED_ERROR as LEASE_EXPIRED_ERROR

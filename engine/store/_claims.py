@@ -11,15 +11,15 @@ import asyncio
 import builtins
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from engine import _rules
-from engine._errors import UnsupportedBackend
+from engine._errors import LostLease, UnsupportedBackend
 from engine._models import (
     Task,
 )
 from engine.store._owned_writes import OwnedWriteStore
-from engine.store._rows import undecodable, undecodable_error
+from engine.store._rows import encode_error, undecodable, undecodable_error
 
 T = TypeVar("T")
 
@@ -65,6 +65,31 @@ def claim_variant(queues: Sequence[str], names: Sequence[str] | None) -> tuple[s
     return variant, params
 
 
+@dataclass(frozen=True, slots=True)
+class OwnedSettle:
+    """One owned task's settlement, encoded and ready to ride a completing claim.
+
+    Made by ``ClaimStore.owned_complete`` / ``owned_fail`` (which check and
+    encode the value, so a bad one fails its own caller before anything is
+    grouped) and written by ``claim_session_completing`` (``settles``) or alone
+    by ``ClaimStore.settle_alone``.
+    """
+
+    #: The statement: ``complete`` (with a result) or ``fail``.
+    kind: Literal["complete", "fail"]
+    task_id: str
+    worker_id: str
+    #: ``complete``: the result's JSON or None; ``fail``: the error envelope's JSON.
+    value_json: str | None
+    retryable: bool = False
+    delay_ms: int = 0
+
+
+#: What became of one ``OwnedSettle``: the row written, None for a lost lease,
+#: or the error its own write raised.
+SettleOutcome = Task | None | Exception
+
+
 @dataclass(slots=True)
 class CompletingClaim(Generic[T]):
     """What a store's ``claim_session_completing`` did (stores declaring ``completing_claim``)."""
@@ -76,6 +101,8 @@ class CompletingClaim(Generic[T]):
     #: Why the claim part failed (the completions were then written alone).
     claim_error: Exception | None
     recovered: list[Task] = field(default_factory=list)
+    #: Per task id of the ``settles`` given: what became of it.
+    written: dict[str, SettleOutcome] = field(default_factory=dict)
 
 
 def screen_plan(plan: Plan[T], *, top_up: bool) -> tuple[Plan[T], builtins.list[Task]]:
@@ -272,18 +299,29 @@ class ClaimStore(OwnedWriteStore):
         names: Sequence[str] | None,
         plan: Plan[T],
         single_draw: bool = False,
+        settles: Sequence[OwnedSettle] = (),
     ) -> CompletingClaim[T]:
-        """``complete_many(complete_ids)`` and a claim session, sharing one COMMIT.
+        """``complete_many(complete_ids)``, ``settles`` and a claim session, sharing one COMMIT.
 
         The worker's path when the calls it settles free the slots the claim
         fills (stores declaring ``capabilities.completing_claim``). The probe
-        runs first, outside any transaction (§4.14 step 1); if it finds work,
-        one transaction completes the given tasks (each ownership-checked,
+        runs first, outside any transaction (§4.14 step 1), unless there are
+        completions to write and the plan promises a ``single_draw``: their
+        transaction is written anyway and an empty draw in it costs less than
+        the probe's own round trip. If there is work (or no probe), one
+        transaction completes the given tasks (each ownership-checked,
         cancel wins, as ``complete_many``), recovers expired leases, runs
         ``plan`` as ``claim_session`` does, and commits: completions and claims
         become durable together (one fsync under SQLite's FULL), so the worker
         never holds more leases than its slots. If the probe finds nothing,
         the completions are written alone.
+
+        ``settles`` (``owned_complete`` / ``owned_fail``) are written in the
+        same transaction, after the completions, each ownership-checked on its
+        own; ``written`` says what became of each. If the shared transaction
+        fails, each is written alone afterwards (``settle_alone``), so a row
+        the database refuses costs only its own settlement (and when one is
+        refused alone, its error explains the failure: ``claim_error`` is None).
 
         With ``single_draw`` the plan promises at most one draw; on Postgres
         its COMMIT then travels with that draw's statement (one round trip for
@@ -314,17 +352,33 @@ class ClaimStore(OwnedWriteStore):
         args = self._check_claim(queues, worker_id, lease_ms, names)
         self._check_writable("claim_session_completing")
         self.signals.claiming(args.queues)
-        top_up = not (single_draw and self.capabilities.single_draw_commits)
-        screened, set_aside = screen_plan(plan, top_up=top_up)
+        commit_with_draw = single_draw and self.capabilities.single_draw_commits
+        screened, set_aside = screen_plan(plan, top_up=not commit_with_draw)
+        owned = list(settles)
+        # The probe spares an idle worker a write transaction; completions
+        # open one anyway, and with a single draw the claim costs no extra
+        # round trip inside it (Postgres: the whole transaction is one).
+        probe = not (ids or owned) or not single_draw
         try:
-            if args.names == [] or not await self._probe(args.queues, args.names):
-                return CompletingClaim(await self._settle_alone(ids, args.worker_id), None, None)
-            outcome = await self._completing_claim(ids, args, screened, single_draw)
+            if args.names == [] or (probe and not await self._probe(args.queues, args.names)):
+                settled = await self._settle_alone(ids, args.worker_id)
+                written = await self._settles_alone(owned)
+                return CompletingClaim(settled, None, None, written=written)
+            primitive = (
+                self._completing_claim_one_draw if commit_with_draw else self._completing_claim
+            )
+            outcome = await primitive(ids, args, screened, owned)
             if isinstance(outcome, Exception):
                 # Nothing of the transaction landed: the completions go alone
-                # (and raise if it was their own statement that failed).
+                # (and raise if it was their own statement that failed, before
+                # any settlement was written), then each settlement alone.
                 settled = await self._settle_alone(ids, args.worker_id)
-                return CompletingClaim(settled, None, outcome)
+                written = await self._settles_alone(owned)
+                # A settlement refused alone explains the failure: its caller
+                # hears of it, and the claim itself is not to blame.
+                refused = any(isinstance(w, Exception) for w in written.values())
+                claim_error = None if refused else outcome
+                return CompletingClaim(settled, None, claim_error, written=written)
         finally:
             await self._fail_undecodable(set_aside)
         # Committed; now the signals.
@@ -332,7 +386,76 @@ class ClaimStore(OwnedWriteStore):
             self._after_write(task)
         for task_id in outcome.settled:
             self.signals.done(task_id)  # complete only ever ends a task
+        for row in outcome.written.values():
+            if isinstance(row, Task):
+                self._after_write(row)
         return outcome
+
+    # -- settlements that ride a completing claim ---------------------------------------
+
+    def owned_complete(self, *, task_id: str, worker_id: str, result: Any) -> OwnedSettle:
+        """``complete(task_id, result)`` encoded for ``settles``.
+
+        Raises:
+            ValueError: a malformed id.
+            SerializationError: ``result`` has no faithful JSON form here.
+        """
+        task_id, worker_id = self._owned_ids(task_id, worker_id)
+        return OwnedSettle("complete", task_id, worker_id, self._result_json(result))
+
+    def owned_fail(
+        self,
+        *,
+        task_id: str,
+        worker_id: str,
+        error: Any,
+        retryable: bool = True,
+        delay_ms: int = 0,
+    ) -> OwnedSettle:
+        """``fail(...)`` encoded for ``settles`` (the arguments checked as ``fail`` checks them)."""
+        task_id, worker_id = self._owned_ids(task_id, worker_id)
+        _rules.boolean(retryable, "retryable")
+        _rules.duration_ms(delay_ms, "delay_ms")
+        return OwnedSettle(
+            "fail", task_id, worker_id, encode_error(error, retryable), retryable, delay_ms
+        )
+
+    async def settle_alone(self, settle: OwnedSettle) -> Task:
+        """Write one ``OwnedSettle`` on its own (group-committed with what arrives with it).
+
+        Raises:
+            LostLease: the task is no longer running under this worker's lease.
+        """
+        if settle.kind == "complete":
+            task = await self._complete(settle.task_id, settle.worker_id, settle.value_json)
+        else:
+            assert settle.value_json is not None
+            task = await self._fail(
+                settle.task_id,
+                settle.worker_id,
+                settle.value_json,
+                settle.retryable,
+                settle.delay_ms,
+            )
+        self._after_write(task)
+        return task
+
+    async def _settles_alone(self, owned: builtins.list[OwnedSettle]) -> dict[str, SettleOutcome]:
+        """Each settlement written alone (together, through group commit); what became of each."""
+        if not owned:
+            return {}
+        outcomes = await asyncio.gather(
+            *(self.settle_alone(s) for s in owned), return_exceptions=True
+        )
+        written: dict[str, SettleOutcome] = {}
+        for settle, outcome in zip(owned, outcomes, strict=True):
+            if isinstance(outcome, LostLease):
+                written[settle.task_id] = None
+            elif isinstance(outcome, Exception | Task):
+                written[settle.task_id] = outcome
+            else:
+                raise outcome  # cancelled: not ours to swallow
+        return written
 
     async def _settle_alone(self, ids: builtins.list[str], worker_id: str) -> set[str]:
         """``complete_many`` (validated ids) with its signals; nothing for no ids."""
@@ -352,12 +475,30 @@ class ClaimStore(OwnedWriteStore):
         raise UnsupportedBackend(f"{self.dialect} has no claim probe")
 
     async def _completing_claim(
-        self, ids: builtins.list[str], args: ClaimArgs, plan: Plan[T], single_draw: bool
+        self,
+        ids: builtins.list[str],
+        args: ClaimArgs,
+        plan: Plan[T],
+        settles: builtins.list[OwnedSettle],
     ) -> CompletingClaim[T] | Exception:
-        """One transaction: complete ``ids``, recover leases, run ``plan``, COMMIT.
+        """One transaction: complete ``ids``, write ``settles``, recover, run ``plan``, COMMIT.
 
         Returns what was committed (signals are the caller's), or the error
         that rolled all of it back (the caller then settles the ids alone).
         Raises only for the loss of the connection.
         """
         raise UnsupportedBackend(f"claim_session_completing is not offered by {self.dialect}")
+
+    async def _completing_claim_one_draw(
+        self,
+        ids: builtins.list[str],
+        args: ClaimArgs,
+        plan: Plan[T],
+        settles: builtins.list[OwnedSettle],
+    ) -> CompletingClaim[T] | Exception:
+        """``_completing_claim`` for a plan drawing at most once, its COMMIT sent with the draw.
+
+        Stores declaring ``capabilities.single_draw_commits`` only; once the
+        COMMIT is sent, a second draw raises ``RuntimeError``.
+        """
+        raise UnsupportedBackend(f"a single-draw completing claim is not offered by {self.dialect}")

@@ -28,6 +28,9 @@ from engine.store._signals import Signals
 
 QUEUED_CHANNEL = "cairnq_queued"
 DONE_CHANNEL = "cairnq_done"
+#: LISTEN takes no parameter: each statement written out whole (the channels above).
+_LISTEN_QUEUED = "listen cairnq_queued"
+_LISTEN_DONE = "listen cairnq_done"
 _FIRST_BACKOFF_S = 1.0
 _MAX_BACKOFF_S = 30.0
 
@@ -90,8 +93,8 @@ class CommitWatch:
     async def _listen(self, conn: psycopg.AsyncConnection[Any]) -> bool:
         """Subscribe both channels; False if the server refuses LISTEN itself."""
         try:
-            await conn.execute(f"listen {QUEUED_CHANNEL}")
-            await conn.execute(f"listen {DONE_CHANNEL}")
+            await conn.execute(_LISTEN_QUEUED)
+            await conn.execute(_LISTEN_DONE)
         except psycopg.OperationalError:
             raise
         except psycopg.Error as exc:

@@ -25,7 +25,9 @@ from engine.store._base import (
     ClaimArgs,
     CompletingClaim,
     NewTask,
+    OwnedSettle,
     Plan,
+    SettleOutcome,
     TaskStore,
     insert_params,
     keyed_choice,
@@ -73,6 +75,12 @@ class PostgresOperations(TaskStore):
     @abc.abstractmethod
     def _task(self, row: Mapping[str, Any]) -> Task:
         """A ``Task`` from a row as this store's connections return it."""
+
+    @abc.abstractmethod
+    def _task_cursor(self, conn: Conn) -> Any:
+        """A cursor on ``conn`` whose full task rows come back as ``Task``s, built
+        by position (no dict per row), or None where the table's columns are not
+        in protocol order (rows then come back as dicts: ``_task``)."""
 
     @abc.abstractmethod
     async def _one(
@@ -331,24 +339,52 @@ class PostgresOperations(TaskStore):
         return probe is not None and bool(probe["has_work"])
 
     async def _completing_claim(
-        self, ids: builtins.list[str], args: ClaimArgs, plan: Plan[T], single_draw: bool
+        self,
+        ids: builtins.list[str],
+        args: ClaimArgs,
+        plan: Plan[T],
+        settles: builtins.list[OwnedSettle],
     ) -> CompletingClaim[T] | Exception:
-        """One pipelined transaction: complete, recover, ``plan``, COMMIT (see the base class).
+        return await self._completing_claim_on(ids, args, plan, settles, single_draw=False)
+
+    async def _completing_claim_one_draw(
+        self,
+        ids: builtins.list[str],
+        args: ClaimArgs,
+        plan: Plan[T],
+        settles: builtins.list[OwnedSettle],
+    ) -> CompletingClaim[T] | Exception:
+        return await self._completing_claim_on(ids, args, plan, settles, single_draw=True)
+
+    async def _completing_claim_on(
+        self,
+        ids: builtins.list[str],
+        args: ClaimArgs,
+        plan: Plan[T],
+        settles: builtins.list[OwnedSettle],
+        *,
+        single_draw: bool,
+    ) -> CompletingClaim[T] | Exception:
+        """One pipelined transaction: complete, settle, recover, ``plan``, COMMIT (see the base).
 
         With ``single_draw`` the COMMIT travels with the draw's statement.
         Raises ``StoreUnavailable`` if the connection is lost (whether the
         COMMIT landed is then unknown, exactly as for a lone write).
         """
         complete_params = {"ids": ids, "worker_id": args.worker_id}
+        settle_params = [(_sql(s.kind), self._settle_params(s)) for s in settles]
 
         async def session(conn: Conn) -> CompletingClaim[T] | Exception:
             committed = confirmed = False
             completing = recovering = None
+            settling = []
             try:
                 async with conn.pipeline():
                     await conn.execute(_BEGIN)
                     if ids:
                         completing = await conn.execute(_sql("complete_many"), complete_params)
+                    for sql, params in settle_params:
+                        settling.append(await conn.execute(sql, params))
                     recovering = await conn.execute(
                         _sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON}
                     )
@@ -362,13 +398,19 @@ class PostgresOperations(TaskStore):
                         )
                         if stmt is None:
                             return []
-                        cur = await conn.execute(*stmt)
+                        cur = self._task_cursor(conn)
+                        if cur is None:
+                            cur = await conn.execute(*stmt)
+                        else:
+                            await cur.execute(*stmt)
                         if single_draw:
                             await conn.execute(_COMMIT)
                             committed = True
                         rows = await cur.fetchall()  # syncs: the COMMIT's outcome too
                         confirmed = committed
-                        return in_claim_order(self._task(r) for r in rows)
+                        return in_claim_order(
+                            r if isinstance(r, Task) else self._task(r) for r in rows
+                        )
 
                     value = await plan(draw)
                     if not committed:
@@ -392,7 +434,13 @@ class PostgresOperations(TaskStore):
                 set() if completing is None else {r["id"] for r in await completing.fetchall()}
             )
             recovered = [] if recovering is None else await recovering.fetchall()
-            return CompletingClaim(settled, value, claim_error, [self._task(r) for r in recovered])
+            written: dict[str, SettleOutcome] = {}
+            for settle, cur in zip(settles, settling, strict=True):
+                row = await cur.fetchone()
+                written[settle.task_id] = None if row is None else self._task(row)
+            return CompletingClaim(
+                settled, value, claim_error, [self._task(r) for r in recovered], written
+            )
 
         return await self._run(session, write=True)
 
@@ -445,19 +493,34 @@ class PostgresOperations(TaskStore):
     async def _fail(
         self, task_id: str, worker_id: str, error_json: str, retryable: bool, delay_ms: int
     ) -> Task:
+        return await self._owned(
+            "fail", task_id, self._fail_params(worker_id, error_json, retryable, delay_ms)
+        )
+
+    @staticmethod
+    def _fail_params(
+        worker_id: str, error_json: str, retryable: bool, delay_ms: int
+    ) -> dict[str, Any]:
         # Recording a failure must not itself fail (§2.6): a NUL jsonb would
         # refuse is replaced rather than rejected.
         safe_error = _rules.NUL_ESCAPE.sub(lambda m: m.group(0)[:-6] + "\\ufffd", error_json)
-        return await self._owned(
-            "fail",
-            task_id,
-            {
-                "worker_id": worker_id,
-                "error": safe_error,
-                "retryable": retryable,
-                "delay_ms": delay_ms,
-            },
-        )
+        return {
+            "worker_id": worker_id,
+            "error": safe_error,
+            "retryable": retryable,
+            "delay_ms": delay_ms,
+        }
+
+    def _settle_params(self, settle: OwnedSettle) -> dict[str, Any]:
+        """The ``complete`` / ``fail`` statement's parameters for one riding settlement."""
+        if settle.kind == "complete":
+            params = self._result_params(settle.worker_id, settle.value_json)
+        else:
+            assert settle.value_json is not None
+            params = self._fail_params(
+                settle.worker_id, settle.value_json, settle.retryable, settle.delay_ms
+            )
+        return {"id": settle.task_id, **params}
 
     # -- transactional completion ---------------------------------------------------------
 

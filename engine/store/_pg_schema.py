@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from engine._errors import ProtocolVersionMismatch, SchemaMismatch
 from engine._sql import migrations, statement, to_pyformat
@@ -41,6 +42,7 @@ _CATALOG_RACES = (
     psycopg.errors.DuplicateTable,
     psycopg.errors.DuplicateSchema,
 )
+_CREATE_SCHEMA = sql.SQL("create schema if not exists {}")
 _SCHEMA_EXISTS = "select 1 from pg_catalog.pg_namespace where nspname = %(schema)s"
 # Wire-form detection (§2.2): do jsonb values arrive decoded or as JSON text?
 _JSON_PROBE = "select '\"cairnq\"'::jsonb as probe"
@@ -97,7 +99,7 @@ async def prepare(
     )
 
 
-async def _create_if_missing(conn: Conn, ddl: str) -> None:
+async def _create_if_missing(conn: Conn, ddl: str | sql.Composed) -> None:
     """Run one ``create ... if not exists`` of a cold start under the cold-start lock."""
     try:
         async with conn.transaction():
@@ -111,7 +113,8 @@ async def create_schema(conn: Conn, schema: str) -> None:
     """Create ``schema`` if it does not exist (a name ``SCHEMA_NAME`` accepted)."""
     exists = await conn.execute(_SCHEMA_EXISTS, {"schema": schema})
     if await exists.fetchone() is None:
-        await _create_if_missing(conn, f'create schema if not exists "{schema}"')
+        # An identifier cannot be a parameter: psycopg quotes it into the statement.
+        await _create_if_missing(conn, _CREATE_SCHEMA.format(sql.Identifier(schema)))
 
 
 async def guard_schema(conn: Conn, schema: str | None, target: str) -> None:

@@ -40,6 +40,7 @@ final from ``0001_init.sql`` on and are judged whenever they exist.
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
@@ -47,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from engine._errors import SchemaMismatch
+from engine._sql import statement, to_pyformat
 
 Dialect = Literal["sqlite", "postgres"]
 W = TypeVar("W")
@@ -202,30 +204,20 @@ def _affinity(declared: str) -> str:
 
 # -- reading the catalog ---------------------------------------------------------------
 
-_NAMES = ", ".join(f"'{name}'" for name in _TABLES)
+#: The tables whose catalog the checks read (the ``:tables`` of ``schema_*.sql``).
+_TABLE_NAMES = list(_TABLES)
+_SQLITE_TABLES = {"tables": json.dumps(_TABLE_NAMES)}
+_POSTGRES_TABLES = {"tables": _TABLE_NAMES}
 
-_SQLITE_OBJECTS = (
-    f"select type, name, tbl_name, sql from sqlite_master where tbl_name in ({_NAMES})"
-)
-_SQLITE_COLUMNS = f"""
-select m.name, c.name, c.type, c."notnull", c.dflt_value is not null, c.pk
-from sqlite_master as m join pragma_table_info(m.name) as c
-where m.type = 'table' and m.name in ({_NAMES})
-order by m.name, c.cid
-"""
-_SQLITE_INDEX_COLUMNS = f"""
-select m.name, l.name, l."unique", l.origin, x.name, x."desc"
-from sqlite_master as m
-join pragma_index_list(m.name) as l
-join pragma_index_xinfo(l.name) as x
-where m.type = 'table' and m.name in ({_NAMES}) and x.key = 1
-order by l.name, x.seqno
-"""
-_SQLITE_FOREIGN_KEYS = f"""
-select m.name, f."from", f."table", f."to", f.on_delete
-from sqlite_master as m join pragma_foreign_key_list(m.name) as f
-where m.type = 'table' and m.name in ({_NAMES})
-"""
+
+def _sqlite_sql(name: str) -> str:
+    return statement("sqlite", name)
+
+
+def _postgres_sql(name: str) -> str:
+    return to_pyformat(statement("postgres", name))
+
+
 _WHERE = re.compile(r"\bwhere\b(.*)$", re.IGNORECASE | re.DOTALL)
 
 
@@ -233,7 +225,7 @@ def read_sqlite(conn: sqlite3.Connection) -> Catalog:
     """The catalog of a SQLite database (five reads of the schema, no table scans)."""
     catalog = Catalog()
     predicates: dict[str, str | None] = {}
-    for kind, name, table, sql in conn.execute(_SQLITE_OBJECTS):
+    for kind, name, table, sql in conn.execute(_sqlite_sql("schema_objects"), _SQLITE_TABLES):
         if kind == "table":
             catalog.tables[name] = {}
         elif kind == "trigger":
@@ -241,22 +233,28 @@ def read_sqlite(conn: sqlite3.Connection) -> Catalog:
         elif kind == "index" and sql:
             found = _WHERE.search(sql)
             predicates[name] = found.group(1) if found else None
-    for table, name, declared, not_null, has_default, pk in conn.execute(_SQLITE_COLUMNS):
+    for table, name, declared, not_null, has_default, pk in conn.execute(
+        _sqlite_sql("schema_columns"), _SQLITE_TABLES
+    ):
         catalog.tables[table][name] = ColumnInfo(
             _affinity(declared or ""), bool(not_null), bool(has_default), pk > 0
         )
-    for table, index, unique, origin, column, desc in conn.execute(_SQLITE_INDEX_COLUMNS):
+    for table, index, unique, origin, column, desc in conn.execute(
+        _sqlite_sql("schema_indexes"), _SQLITE_TABLES
+    ):
         if origin == "pk":
             continue  # the primary key's own index: judged through the columns
         info = catalog.indexes.setdefault(
             index, IndexInfo(table, (), bool(unique), predicates.get(index))
         )
         info.columns += (f"{column} desc" if desc else str(column),)
-    for table, column, target, target_column, on_delete in conn.execute(_SQLITE_FOREIGN_KEYS):
+    for table, column, target, target_column, on_delete in conn.execute(
+        _sqlite_sql("schema_foreign_keys"), _SQLITE_TABLES
+    ):
         cascade = str(on_delete).upper() == "CASCADE"
         catalog.foreign_keys.add((table, column, target, target_column, cascade))
     if _LEDGER in catalog.tables:
-        catalog.ledger = {row[0] for row in conn.execute(f"select name from {_LEDGER}")}
+        catalog.ledger = {row[0] for row in conn.execute(_sqlite_sql("ledger_names"))}
     return catalog
 
 
@@ -275,59 +273,7 @@ def check_sqlite(conn: sqlite3.Connection, migration_names: Iterable[str], targe
     return verify(catalog, "sqlite", migration_names, target)
 
 
-# Postgres: the session's current schema (the store's, after the schema guard).
-# Every query filters pg_class by name and namespace, which its unique index
-# answers; by namespace alone it would scan a catalog that can be large.
-POSTGRES_COLUMNS = f"""
-select c.relname as table_name, a.attname as column_name,
-    format_type(a.atttypid, a.atttypmod) as type, a.attnotnull as not_null,
-    (a.atthasdef or a.attidentity <> '' or a.attgenerated <> '') as has_default
-from pg_catalog.pg_attribute as a
-join pg_catalog.pg_class as c on c.oid = a.attrelid
-where c.relnamespace = current_schema()::regnamespace and c.relkind in ('r', 'p')
-    and c.relname in ({_NAMES}) and a.attnum > 0 and not a.attisdropped
-"""
-POSTGRES_INDEXES = f"""
-select t.relname as table_name, i.relname as index_name, x.indisunique as is_unique,
-    x.indisprimary as is_primary, am.amname as method,
-    pg_get_expr(x.indpred, x.indrelid) as predicate,
-    array(
-        select coalesce(a.attname, '(expression)')
-            || case when k.o <= x.indnkeyatts and x.indoption[k.o - 1] & 1 = 1
-                then ' desc' else '' end
-        from unnest(x.indkey) with ordinality as k(attnum, o)
-        left join pg_catalog.pg_attribute as a
-            on a.attrelid = x.indrelid and a.attnum = k.attnum
-        where k.o <= x.indnkeyatts
-        order by k.o
-    ) as columns
-from pg_catalog.pg_index as x
-join pg_catalog.pg_class as i on i.oid = x.indexrelid
-join pg_catalog.pg_class as t on t.oid = x.indrelid
-join pg_catalog.pg_am as am on am.oid = i.relam
-where t.relnamespace = current_schema()::regnamespace and t.relname in ({_NAMES})
-"""
-POSTGRES_TRIGGERS = f"""
-select g.tgname as trigger_name, c.relname as table_name,
-    pg_get_triggerdef(g.oid) as definition, g.tgenabled <> 'D' as enabled
-from pg_catalog.pg_trigger as g
-join pg_catalog.pg_class as c on c.oid = g.tgrelid
-where c.relnamespace = current_schema()::regnamespace and c.relname in ({_NAMES})
-    and not g.tgisinternal
-"""
-POSTGRES_FOREIGN_KEYS = f"""
-select c.relname as table_name, a.attname as column_name, r.relname as target,
-    ra.attname as target_column, k.confdeltype = 'c' as cascade
-from pg_catalog.pg_constraint as k
-join pg_catalog.pg_class as c on c.oid = k.conrelid
-join pg_catalog.pg_class as r on r.oid = k.confrelid
-join pg_catalog.pg_attribute as a on a.attrelid = k.conrelid and a.attnum = k.conkey[1]
-join pg_catalog.pg_attribute as ra on ra.attrelid = k.confrelid and ra.attnum = k.confkey[1]
-where k.contype = 'f' and c.relnamespace = current_schema()::regnamespace
-    and c.relname in ({_NAMES})
-"""
 _SCHEMA_PREFIX = re.compile(r'(?:"[^"]*"|[\w$]+)\.(?=cairnq_)')
-POSTGRES_LEDGER = f"select name from {_LEDGER}"
 
 
 def postgres_catalog(
@@ -388,14 +334,16 @@ async def read_postgres(conn: Any) -> Catalog:
     """
     await conn.execute("begin isolation level repeatable read read only")
     try:
-        columns = await (await conn.execute(POSTGRES_COLUMNS)).fetchall()
+        columns = await (
+            await conn.execute(_postgres_sql("schema_columns"), _POSTGRES_TABLES)
+        ).fetchall()
         ledger = None
         if any(row["table_name"] == _LEDGER for row in columns):
-            ledger = await (await conn.execute(POSTGRES_LEDGER)).fetchall()
+            ledger = await (await conn.execute(_postgres_sql("ledger_names"))).fetchall()
         async with conn.pipeline():
             reads = [
-                await conn.execute(sql)
-                for sql in (POSTGRES_INDEXES, POSTGRES_TRIGGERS, POSTGRES_FOREIGN_KEYS)
+                await conn.execute(_postgres_sql(name), _POSTGRES_TABLES)
+                for name in ("schema_indexes", "schema_triggers", "schema_foreign_keys")
             ]
         indexes, triggers, foreign_keys = [await cur.fetchall() for cur in reads]
     finally:

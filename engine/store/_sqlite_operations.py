@@ -25,6 +25,7 @@ from engine.store import _sqlite_sync as sync
 from engine.store._base import (
     LEASE_EXPIRED_JSON,
     NewTask,
+    OwnedSettle,
     TaskStore,
     insert_params,
     keyed_choice,
@@ -115,31 +116,32 @@ class SQLiteOperations(TaskStore):
     @staticmethod
     def _submitted(new: NewTask, now: int) -> Task:
         """The inserted row, built from the values bound (no read-back)."""
-        return Task(
-            id=new.id,
-            name=new.name,
-            queue=new.queue,
-            status="queued",
-            payload=_json.loads(new.payload_json),
-            metadata=_json.loads(new.metadata_json),
-            result=None,
-            error=None,
-            progress=None,
-            message=None,
-            attempt=0,
-            max_attempts=new.max_attempts,
-            priority=new.priority,
-            worker_id=None,
-            lease_until_ms=None,
-            run_at_ms=now + new.delay_ms,
-            cancel_requested_at_ms=None,
-            parent_id=new.parent_id,
-            root_id=new.root_id,
-            correlation_id=new.correlation_id,
-            created_at_ms=now,
-            updated_at_ms=now,
-            completed_at_ms=None,
+        row = (
+            new.id,
+            new.name,
+            new.queue,
+            "queued",
+            _json.loads(new.payload_json),  # the caller's own objects are never handed back
+            None,  # result
+            None,  # error
+            _json.loads(new.metadata_json),
+            None,  # progress
+            None,  # message
+            0,  # attempt
+            new.max_attempts,
+            new.priority,
+            None,  # worker_id
+            None,  # lease_until_ms
+            now + new.delay_ms,  # run_at_ms
+            None,  # cancel_requested_at_ms
+            new.parent_id,
+            new.root_id,
+            new.correlation_id,
+            now,  # created_at_ms
+            now,  # updated_at_ms
+            None,  # completed_at_ms
         )
+        return task_from_values(row, decoded_json=True)
 
     async def _get(self, task_id: str) -> Task | None:
         return _first_task(await self._fetch(_sql("get"), {"id": task_id}))
@@ -385,3 +387,15 @@ def _keyed_update(raw: sqlite3.Connection, key: str, sql: str, extra: dict[str, 
         sync.rollback(raw)
         raise
     return rows
+
+
+def settle_statement(settle: OwnedSettle) -> tuple[str, dict[str, Any]]:
+    """The ``complete`` / ``fail`` statement and its parameters for one riding settlement."""
+    params: dict[str, Any] = {"id": settle.task_id, "worker_id": settle.worker_id}
+    if settle.kind == "complete":
+        params["result"] = settle.value_json
+    else:
+        params.update(
+            error=settle.value_json, retryable=int(settle.retryable), delay_ms=settle.delay_ms
+        )
+    return _sql(settle.kind), params

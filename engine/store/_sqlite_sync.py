@@ -15,17 +15,24 @@ side can back off without holding the thread.
 from __future__ import annotations
 
 import contextlib
-import functools
-import re
+import operator
 import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 from engine._clock import now_ms
 from engine._errors import ProtocolVersionMismatch, StoreUnavailable
 from engine._sql import statement
 from engine.store._schema_check import check_sqlite
+from engine.store._sqlite_pragmas import (
+    NEVER_WAIT,
+    WAIT_FOR_RESTART,
+    connect_timeout,
+    set_durability,
+)
 
 
 class Busy(Exception):
@@ -34,13 +41,6 @@ class Busy(Exception):
 
 _SQLITE_BUSY = 5
 Rows = list[tuple[Any, ...]]
-
-#: Accepted values of ``SQLiteStore(synchronous=...)``; the first is the default.
-SYNCHRONOUS_MODES = ("full", "normal")
-#: A reset WAL is truncated to this size (``journal_size_limit``).
-WAL_SIZE_LIMIT_BYTES = 8 * 1024 * 1024
-#: How long a RESTART checkpoint waits for the write lock and for readers.
-_RESTART_WAIT_MS = 250
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -149,32 +149,34 @@ def _run_one(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) -> Outc
         return exc
 
 
-_VALUES_TUPLE = re.compile(r"\bvalues\s*(\([^()]*\))\s*;?\s*$", re.IGNORECASE)
-_MAX_MERGED_ROWS = 500  # 14 parameters a row stays far below SQLite's 32766
-
-
-@functools.cache
-def _merge_shape(sql: str) -> tuple[str, str, tuple[str, ...]] | None:
-    """``(head, row placeholders, param names)`` if ``sql`` is a plain one-row insert.
-
-    Only ``insert ... values (...)`` ending the statement qualifies (no RETURNING,
-    no upsert clause), i.e. ``insert_task``.
-    """
-    match = _VALUES_TUPLE.search(sql)
-    if match is None or not sql.lstrip().lower().startswith("insert"):
-        return None
-    row = match.group(1)
-    names = tuple(re.findall(r":([A-Za-z_][A-Za-z0-9_]*)", row))
-    return sql[: match.start(1)], re.sub(r":[A-Za-z_][A-Za-z0-9_]*", "?", row), names
+#: Consecutive ``insert_task`` items of a batch are written by ``insert_tasks``
+#: (one statement, its rows as one JSON parameter; stepping the rows one by one
+#: costs ~1.5x the CPU). The values each row carries, in the file's order.
+_INSERT_ONE = statement("sqlite", "insert_task")
+_INSERT_MANY = statement("sqlite", "insert_tasks")
+_INSERT_ROW = operator.itemgetter(
+    "id",
+    "name",
+    "queue",
+    "payload",
+    "metadata",
+    "max_attempts",
+    "priority",
+    "parent_id",
+    "root_id",
+    "correlation_id",
+    "delay_ms",
+)
+#: A NUL character as JSON writes it; ``insert_tasks`` cannot carry one.
+_JSON_NUL = "\\u0000"
 
 
 def _mergeable_run(items: Sequence[tuple[str, dict[str, Any]]], start: int) -> int:
-    """End of the run of identical one-row inserts beginning at ``start``."""
-    sql = items[start][0]
+    """End of the run of ``insert_task`` items beginning at ``start``."""
     end = start + 1
-    if _merge_shape(sql) is None:
+    if items[start][0] != _INSERT_ONE:
         return end
-    while end < len(items) and items[end][0] == sql and end - start < _MAX_MERGED_ROWS:
+    while end < len(items) and items[end][0] == _INSERT_ONE:
         end += 1
     return end
 
@@ -182,22 +184,19 @@ def _mergeable_run(items: Sequence[tuple[str, dict[str, Any]]], start: int) -> i
 def _insert_rows(
     conn: sqlite3.Connection, items: Sequence[tuple[str, dict[str, Any]]]
 ) -> list[Outcome]:
-    """Consecutive one-row inserts as one multi-row INSERT (one statement, one clock).
+    """Consecutive ``insert_task`` items as one ``insert_tasks`` (one statement, one clock).
 
     Each row still succeeds or fails on its own: if the merged statement fails
-    (SQLite undid all of it), the rows run one by one to find whose it was.
+    (SQLite undid all of it) or its rows cannot travel as JSON, the rows run
+    one by one to find whose it was.
     """
-    shape = _merge_shape(items[0][0])
-    assert shape is not None
-    head, row, names = shape
     now = now_ms()
-    values: list[Any] = []
-    for _, params in items:
-        stamp(params, now)
-        values.extend([params[name] for name in names])
     try:
-        conn.execute(head + ",".join([row] * len(items)), values)
-    except Exception:  # a statement error, or a value the driver cannot bind
+        rows = orjson.dumps([_INSERT_ROW(params) for _, params in items]).decode()
+        if _JSON_NUL in rows:
+            raise ValueError("a NUL character cannot travel in insert_tasks' JSON")
+        conn.execute(_INSERT_MANY, {"rows": rows, "now_ms": now})
+    except Exception:  # a statement error, or a value JSON cannot carry
         if not conn.in_transaction:
             raise
         return [_run_one(conn, sql, params) for sql, params in items]
@@ -247,20 +246,20 @@ def begin_with(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) -> Ro
 
 def begin_settling(
     conn: sqlite3.Connection,
-    settle: tuple[str, dict[str, Any]],
+    settles: Sequence[tuple[str, dict[str, Any]]],
     first: tuple[str, dict[str, Any]],
-) -> tuple[Rows, Rows] | Exception:
-    """Open a transaction, run ``settle`` then ``first``; it stays open on success.
+) -> tuple[list[Rows], Rows] | Exception:
+    """Open a transaction, run each of ``settles`` then ``first``; it stays open on success.
 
-    The completing claim session's start: the completions of finished tasks,
-    then lease recovery, both inside the transaction the session's draws join.
-    ``Busy`` when BEGIN was refused (nothing done). An error of either
-    statement rolls the transaction back and is returned, not raised, so the
-    caller can tell it from ``Busy`` and write the completions on their own.
+    The completing claim session's start: the settlements of finished tasks,
+    then lease recovery, all inside the transaction the session's draws join.
+    ``Busy`` when BEGIN was refused (nothing done). An error of any statement
+    rolls the transaction back and is returned, not raised, so the caller can
+    tell it from ``Busy`` and write the settlements on their own.
     """
     begin(conn)
     try:
-        settled = run(conn, *settle)
+        settled = [run(conn, *settle) for settle in settles]
         return settled, run(conn, *first)
     except Exception as exc:
         _rollback_quietly(conn)
@@ -308,12 +307,12 @@ def refresh_statistics_waiting(conn: sqlite3.Connection) -> None:
     common case, not a contended database; waiting a moment there blocks no one.
     """
     with contextlib.suppress(sqlite3.Error):
-        conn.execute(f"pragma busy_timeout = {_RESTART_WAIT_MS}")
+        conn.execute(WAIT_FOR_RESTART)
     try:
         refresh_statistics(conn)
     finally:
         with contextlib.suppress(sqlite3.Error):
-            conn.execute("pragma busy_timeout = 0")
+            conn.execute(NEVER_WAIT)
 
 
 def transaction(
@@ -432,12 +431,14 @@ def open_database(
     memory: bool,
     read_only: bool,
     migrate: bool,
-    busy_timeout_ms: int,
     synchronous: str,
     migrations: Sequence[tuple[str, str]],
     protocol_version_sql: str,
 ) -> None:
     """The open sequence of §8, on the writer connection, ending with busy_timeout 0.
+
+    ``conn`` comes with the store's busy timeout (``connect_timeout``): opening
+    and migrating wait out other connections' locks.
 
     Raises:
         ProtocolVersionMismatch: the database speaks another protocol (checked
@@ -449,7 +450,6 @@ def open_database(
             migrations are off.
     """
     try:
-        conn.execute(f"pragma busy_timeout = {int(busy_timeout_ms)}")
         # Reading the schema is the first real access: a file that is not a
         # database fails here, before anything is written.
         if _table_exists(conn, "cairnq_meta"):
@@ -483,7 +483,7 @@ def open_database(
             )
         # From here on a busy database is waited out by the async side's
         # backoff, so nothing ever sleeps inside SQLite.
-        conn.execute("pragma busy_timeout = 0")
+        conn.execute(NEVER_WAIT)
         if not memory and not read_only:
             # Checkpoints run on a connection of the housekeeping thread instead
             # (checkpoint_passive, checkpoint_restart): inline commits must
@@ -494,26 +494,6 @@ def open_database(
         if is_busy(exc):
             raise
         raise StoreUnavailable(f"cannot open SQLite database {target}: {exc}") from exc
-
-
-def check_synchronous(synchronous: object) -> str:
-    """The ``synchronous`` setting, lower-cased; ``ValueError`` unless full or normal."""
-    if not isinstance(synchronous, str) or synchronous.lower() not in SYNCHRONOUS_MODES:
-        raise ValueError(f"synchronous must be 'full' or 'normal', got {synchronous!r}")
-    return synchronous.lower()
-
-
-def set_durability(conn: sqlite3.Connection, synchronous: str) -> None:
-    """``synchronous`` and the WAL size cap, on a connection that commits or checkpoints.
-
-    FULL (the default, what the cairnq SDKs run) fsyncs the WAL at every COMMIT:
-    an acknowledged write survives an OS crash or power loss. NORMAL skips that
-    fsync: a process crash still loses nothing, an OS crash may lose the last
-    acknowledged commits. ``journal_size_limit`` cuts a WAL that a checkpoint
-    reset back to ``WAL_SIZE_LIMIT_BYTES`` (SQLite keeps the largest size seen).
-    """
-    conn.execute(f"pragma synchronous = {check_synchronous(synchronous)}")
-    conn.execute(f"pragma journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
 
 
 def open_checkpointer(path: str, uri: bool, synchronous: str) -> sqlite3.Connection:
@@ -558,24 +538,32 @@ def checkpoint_restart(conn: sqlite3.Connection) -> None:
     of meeting SQLITE_BUSY and backing off. Errors are ignored.
     """
     with contextlib.suppress(sqlite3.Error):
-        conn.execute(f"pragma busy_timeout = {_RESTART_WAIT_MS}")
+        conn.execute(WAIT_FOR_RESTART)
         try:
             conn.execute("pragma wal_checkpoint(restart)").fetchall()
         finally:
-            conn.execute("pragma busy_timeout = 0")
+            conn.execute(NEVER_WAIT)
 
 
-def open_reader(path: str, *, uri: bool, synchronous: str) -> sqlite3.Connection:
-    """A second connection for reads on the event-loop thread (WAL readers never block).
+def open_reader(
+    path: str, *, uri: bool, synchronous: str, busy_timeout_ms: int = 0
+) -> sqlite3.Connection:
+    """A second connection for reads (WAL readers never block).
 
-    ``busy_timeout`` 0: a read that would wait falls back to the writer thread.
-    ``query_only`` makes a stray write through it impossible; it still gets the
-    store's durability, since the last connection to close checkpoints the WAL.
+    ``busy_timeout_ms`` 0 (the event-loop reader): a read that would wait falls
+    back to the writer thread; a reader off the loop may wait. ``query_only``
+    makes a stray write through it impossible; it still gets the store's
+    durability, since the last connection to close checkpoints the WAL.
     """
-    reader = sqlite3.connect(path, uri=uri, isolation_level=None, check_same_thread=False)
+    reader = sqlite3.connect(
+        path,
+        uri=uri,
+        timeout=connect_timeout(busy_timeout_ms),
+        isolation_level=None,
+        check_same_thread=False,
+    )
     try:
         set_durability(reader, synchronous)
-        reader.execute("pragma busy_timeout = 0")
         reader.execute("pragma foreign_keys = on")
         reader.execute("pragma query_only = on")
     except BaseException:

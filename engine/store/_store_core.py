@@ -35,7 +35,8 @@ class StoreCapabilities:
     #: replacements in one transaction (one commit instead of two).
     completing_claim: bool = False
     #: A completing claim's ``single_draw`` sends the COMMIT with its one draw
-    #: (Postgres): that draw cannot be topped up by a second one.
+    #: (Postgres, ``_completing_claim_one_draw``): that draw cannot be topped up
+    #: by a second one. Without it ``single_draw`` changes nothing.
     single_draw_commits: bool = False
 
 
@@ -142,13 +143,15 @@ class StoreCore(abc.ABC):
 
     @abc.abstractmethod
     async def read_statement(
-        self, name: str, params: Mapping[str, Any]
+        self, name: str, params: Mapping[str, Any], *, background: bool = False
     ) -> builtins.list[dict[str, Any]]:
         """Run the read-only statement ``sql/<dialect>/<name>.sql``; rows as dicts.
 
         Optional filters written ``(:p is null or col = :p)`` are specialised for
         the parameters that have a value (``engine._sql.specialise``). Used by
-        ``engine.Inspector``; never by write paths.
+        ``engine.Inspector``; never by write paths. ``background``: a read nobody
+        waits on (a recorder's sample); SQLite runs it on a connection and thread
+        of its own, so it never delays the other reads (Postgres: the pool does).
         """
 
     def _read_statement_text(self, name: Any) -> str:

@@ -16,8 +16,8 @@ from engine._models import (
     CONFLICTS,
     LIVE_STATUSES,
     SubmitOutcome,
-    Task,
 )
+from engine._signatures import prepared_by, task_of
 from engine.store._store_core import StoreCore
 
 
@@ -106,7 +106,11 @@ class SubmitStore(StoreCore):
         parent_id: str | None = None,
         correlation_id: str | None = None,
     ) -> NewTask:
-        """Validate and encode a submit without I/O (ValueError/SerializationError)."""
+        """Validate and encode a submit without I/O (ValueError/SerializationError).
+
+        Its keywords are ``submit``'s and ``submit_outcome``'s, declared here once
+        (``engine._signatures``).
+        """
         nul = self.text_refuses_nul
         _rules.indexed_text(name, "name", refuses_nul=nul)
         _rules.indexed_text(queue, "queue", refuses_nul=nul)
@@ -138,85 +142,18 @@ class SubmitStore(StoreCore):
             conflict=conflict,
         )
 
-    async def submit(
-        self,
-        *,
-        name: str,
-        payload: Any = None,
-        queue: str = "default",
-        key: str | None = None,
-        conflict: str = "reuse",
-        max_attempts: int = 3,
-        priority: int = 0,
-        metadata: Mapping[str, Any] | None = None,
-        parent_id: str | None = None,
-        root_id: str | None = None,
-        correlation_id: str | None = None,
-        delay_ms: int = 0,
-    ) -> Task:
-        """Insert a task, or resolve a keyed submit by its conflict strategy (§4.3).
-
-        ``submit_outcome`` also says what the submit did.
+    @prepared_by(_prepare_submit)
+    async def submit_outcome(self, new: NewTask) -> SubmitOutcome:
+        """Insert a task, or resolve a keyed submit by its conflict strategy (§4.3),
+        answering what it did: created, reused or replaced, and the task.
 
         Raises:
             ValueError: bad arguments (nothing written).
             SerializationError: payload or metadata has no faithful JSON form.
-            AlreadyExists: ``conflict="reject"`` and the key holds a task.
-            QueueFull: the backpressure gate gave up.
-        """
-        outcome = await self.submit_outcome(
-            name=name,
-            payload=payload,
-            queue=queue,
-            key=key,
-            conflict=conflict,
-            max_attempts=max_attempts,
-            priority=priority,
-            metadata=metadata,
-            parent_id=parent_id,
-            root_id=root_id,
-            correlation_id=correlation_id,
-            delay_ms=delay_ms,
-        )
-        return outcome.task
-
-    async def submit_outcome(
-        self,
-        *,
-        name: str,
-        payload: Any = None,
-        queue: str = "default",
-        key: str | None = None,
-        conflict: str = "reuse",
-        max_attempts: int = 3,
-        priority: int = 0,
-        metadata: Mapping[str, Any] | None = None,
-        parent_id: str | None = None,
-        root_id: str | None = None,
-        correlation_id: str | None = None,
-        delay_ms: int = 0,
-    ) -> SubmitOutcome:
-        """``submit``, answering what it did: created, reused or replaced, and the task.
-
-        Raises:
-            ValueError, SerializationError, QueueFull: as ``submit``.
             AlreadyExists: ``conflict="reject"`` and the key holds a task (its
                 ``task_id`` and ``status`` say which).
+            QueueFull: the backpressure gate gave up.
         """
-        new = self._prepare_submit(
-            name=name,
-            payload=payload,
-            queue=queue,
-            key=key,
-            conflict=conflict,
-            max_attempts=max_attempts,
-            priority=priority,
-            metadata=metadata,
-            parent_id=parent_id,
-            root_id=root_id,
-            correlation_id=correlation_id,
-            delay_ms=delay_ms,
-        )
         if self._gate is not None:
             await self._gate.admit(self, new.queue)
         outcome = await self._submit(new)
@@ -226,6 +163,20 @@ class SubmitStore(StoreCore):
         if outcome.action != "reused":
             self.signals.queued(outcome.task.queue)
         return outcome
+
+    submit = task_of(
+        submit_outcome,
+        """Insert a task, or resolve a keyed submit by its conflict strategy (§4.3).
+
+        ``submit_outcome`` also says what the submit did.
+
+        Raises:
+            ValueError: bad arguments (nothing written).
+            SerializationError: payload or metadata has no faithful JSON form.
+            AlreadyExists: ``conflict="reject"`` and the key holds a task.
+            QueueFull: the backpressure gate gave up.
+        """,
+    )
 
     @abc.abstractmethod
     async def _submit(self, new: NewTask) -> SubmitOutcome:

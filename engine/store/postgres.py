@@ -438,6 +438,9 @@ class PostgresStore(PostgresOperations):
 
         return await self._run(work, write=write, retry=retry)
 
+    def _task_cursor(self, conn: Conn) -> Any:
+        return conn.cursor(row_factory=self._task_rows) if self._positional else None
+
     def _task_rows(self, cursor: Any) -> Callable[[Sequence[Any]], Task]:
         """A row factory building ``Task``s by position (``_positional`` tables only).
 
@@ -455,7 +458,7 @@ class PostgresStore(PostgresOperations):
         return await self._run(pg_schema.read_protocol_version, write=False, retry=True)
 
     async def read_statement(
-        self, name: str, params: Mapping[str, Any]
+        self, name: str, params: Mapping[str, Any], *, background: bool = False
     ) -> builtins.list[dict[str, Any]]:
         """Run a read-only statement by name; rows as dicts (JSON decoded).
 

@@ -2,9 +2,10 @@
 
 Where the work runs (the writer connection's rules are ``_sqlite_writer``'s):
 
-* **Every call gives the loop a turn** (``yield_loop``): an inline operation
-  ends with ``asyncio.sleep(0)``, so a task looping on store calls never
-  starves timers, heartbeats or other tasks' commits.
+* **Inline calls give the loop a turn** (``yield_loop``): an inline operation
+  ends with ``asyncio.sleep(0)`` once 0.1 ms passed since the thread's last
+  one, so a task looping on store calls never starves timers, heartbeats or
+  other tasks' commits.
 * **The writer connection** (``_sqlite_writer``): inline on the caller's loop
   when nothing fsyncs, on the store's own writer thread (``_sqlite_thread``)
   for opening, migrating and every COMMIT that fsyncs; a busy database is
@@ -41,7 +42,6 @@ import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
@@ -60,13 +60,22 @@ from engine.store._base import (
     LEASE_EXPIRED_JSON,
     ClaimArgs,
     CompletingClaim,
+    OwnedSettle,
     Plan,
+    SettleOutcome,
     StoreCapabilities,
 )
 from engine.store._faults import locked, sqlite_fault
 from engine.store._signals import Wake
 from engine.store._sqlite_commits import CommitWatch
-from engine.store._sqlite_operations import SQLiteOperations, _claim_statement, _task
+from engine.store._sqlite_inspect_lanes import InspectLanes
+from engine.store._sqlite_operations import (
+    SQLiteOperations,
+    _claim_statement,
+    _task,
+    settle_statement,
+)
+from engine.store._sqlite_pragmas import check_synchronous
 from engine.store._sqlite_writer import SQLiteWriter, yield_loop
 
 T = TypeVar("T")
@@ -127,7 +136,7 @@ class SQLiteStore(SQLiteOperations):
     ) -> None:
         self._path = os.fspath(path)
         _rules.integer(busy_timeout_ms, "busy_timeout_ms", minimum=0)
-        self._synchronous = sync.check_synchronous(synchronous)
+        self._synchronous = check_synchronous(synchronous)
         self._memory = _is_memory(self._path)
         self._uri = self._path.startswith("file:")
         if self._memory:
@@ -153,12 +162,9 @@ class SQLiteStore(SQLiteOperations):
         self._reader: sqlite3.Connection | None = None
         # The reader is used from whichever thread calls; one user at a time.
         self._reader_lock = threading.Lock()
-        # Introspection reads (read_statement) scan pages of thousands of rows: they
-        # run on a thread of their own with a connection of their own, so a console
-        # sharing this loop never freezes for them, and writers never wait on them.
-        self._inspect_thread: ThreadPoolExecutor | None = None
-        self._inspect_reader: sqlite3.Connection | None = None
-        self._reader_at: tuple[str, bool] | None = None
+        self._lanes = InspectLanes(
+            synchronous=self._synchronous, busy_timeout_ms=self._busy_timeout_ms
+        )
         self._connect_lock: asyncio.Lock | None = None
         self._closed = False
         self._watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CommitWatch] = (
@@ -277,7 +283,7 @@ class SQLiteStore(SQLiteOperations):
             except BaseException:
                 await self._writer.close()
                 raise
-            self._reader_at = (location, uri)
+            self._lanes.at = (location, uri)
 
     async def close(self) -> None:
         """A barrier: accepted writes land, then the connections close.
@@ -297,12 +303,7 @@ class SQLiteStore(SQLiteOperations):
             with self._reader_lock:
                 self._reader.close()
             self._reader = None
-        if self._inspect_thread is not None:
-            await asyncio.get_running_loop().run_in_executor(
-                self._inspect_thread, self._close_inspect_reader
-            )
-            self._inspect_thread.shutdown(wait=False)
-            self._inspect_thread = None
+        await self._lanes.close()
         await self._writer.close()
         for watch in watches:
             await watch.released()
@@ -363,14 +364,16 @@ class SQLiteStore(SQLiteOperations):
             await self._ready()
         reader = self._reader
         if reader is not None and self._reader_lock.acquire(blocking=False):
+            # The hot path of every read: no context manager, no writer hop.
             rows: sync.Rows | None = None
             try:
-                with self._faults():
-                    try:
-                        rows = reader.execute(sql, params).fetchall()
-                    except sqlite3.OperationalError as exc:
-                        if not sync.is_busy(exc):
-                            raise
+                rows = reader.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                if not sync.is_busy(exc):
+                    fault = sqlite_fault(exc, self._path, self._busy_timeout_ms)
+                    if fault is None:
+                        raise
+                    raise fault from exc
             finally:
                 self._reader_lock.release()
             if rows is not None:
@@ -382,8 +385,13 @@ class SQLiteStore(SQLiteOperations):
         """A single-statement write through group commit; ``(now_ms, rows)`` after COMMIT."""
         if self._writer.raw is None or self._closed:
             await self._ready()
-        with self._faults():
+        try:  # _faults() inline: this is every single-statement write's path
             return await self._writer.write(sql, params)
+        except sqlite3.Error as exc:
+            fault = sqlite_fault(exc, self._path, self._busy_timeout_ms)
+            if fault is None:
+                raise
+            raise fault from exc
 
     # -- reads -----------------------------------------------------------------------
 
@@ -393,7 +401,7 @@ class SQLiteStore(SQLiteOperations):
         return int(rows[0][0]) if rows else 0
 
     async def read_statement(
-        self, name: str, params: Mapping[str, Any]
+        self, name: str, params: Mapping[str, Any], *, background: bool = False
     ) -> builtins.list[dict[str, Any]]:
         """Run the read-only statement ``sql/sqlite/<name>.sql``; rows as dicts.
 
@@ -405,35 +413,11 @@ class SQLiteStore(SQLiteOperations):
         sql = specialise(text, frozenset(k for k, v in bound.items() if v is not None))
         if self._closed or self._writer.raw is None:
             await self._ready()
-        if self._reader_at is not None:
-            if self._inspect_thread is None:
-                self._inspect_thread = ThreadPoolExecutor(1, thread_name_prefix="cairnq-inspect")
+        if self._lanes.at is not None:
             with self._faults():
-                return await asyncio.get_running_loop().run_in_executor(
-                    self._inspect_thread, self._inspect_read, sql, bound
-                )
+                return await self._lanes.read(sql, bound, background=background)
         names, rows = await self._retrying(sync.fetch_described, sql, bound, commits=False)
         return [dict(zip(names, row, strict=True)) for row in rows]
-
-    def _inspect_read(self, sql: str, params: dict[str, Any]) -> builtins.list[dict[str, Any]]:
-        """On the inspect thread: one read on its own connection, opened on first use."""
-        if self._inspect_reader is None:
-            assert self._reader_at is not None
-            location, uri = self._reader_at
-            self._inspect_reader = sync.open_reader(
-                location, uri=uri, synchronous=self._synchronous
-            )
-            # Off the loop a read may wait out a checkpoint or WAL recovery.
-            self._inspect_reader.execute(f"pragma busy_timeout = {int(self._busy_timeout_ms)}")
-        cursor = self._inspect_reader.execute(sql, params)
-        rows = cursor.fetchall()
-        names = [d[0] for d in cursor.description or ()]
-        return [dict(zip(names, row, strict=True)) for row in rows]
-
-    def _close_inspect_reader(self) -> None:
-        if self._inspect_reader is not None:
-            self._inspect_reader.close()
-            self._inspect_reader = None
 
     # -- wakeups ----------------------------------------------------------------------------
 
@@ -544,21 +528,24 @@ class SQLiteStore(SQLiteOperations):
         return value
 
     async def _completing_claim(
-        self, ids: builtins.list[str], args: ClaimArgs, plan: Plan[T], single_draw: bool
+        self,
+        ids: builtins.list[str],
+        args: ClaimArgs,
+        plan: Plan[T],
+        settles: builtins.list[OwnedSettle],
     ) -> CompletingClaim[T] | Exception:
-        """One ``BEGIN IMMEDIATE``: complete, recover, ``plan``, COMMIT (see the base class).
+        """One ``BEGIN IMMEDIATE``: complete, settle, recover, ``plan``, COMMIT (see the base).
 
-        ``single_draw`` saves a round trip on Postgres; SQLite has none to save.
         Raises ``StoreLocked`` if the database stayed locked for ``busy_timeout_ms``.
         """
-        del single_draw
         await self._ready()
-        settle = (_sql("complete_many"), {"ids": _json.dumps(ids), "worker_id": args.worker_id})
+        many = {"ids": _json.dumps(ids), "worker_id": args.worker_id}
+        writes = [(_sql("complete_many"), many), *(settle_statement(s) for s in settles)]
         recover = (_sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON})
         with self._writer.in_flight():
             with self._faults():
                 started = await self._writer.begin_session(
-                    lambda raw: sync.begin_settling(raw, settle, recover)
+                    lambda raw: sync.begin_settling(raw, writes, recover)
                 )
             value: T | None = None
             try:
@@ -575,14 +562,14 @@ class SQLiteStore(SQLiteOperations):
                     return exc
             finally:
                 self._writer.end_session()
-        settled_rows, recovered = started
+        (settled_rows, *settle_rows), recovered = started
         await yield_loop()
-        return CompletingClaim(
-            {row[0] for row in settled_rows}, value, None, [_task(r) for r in recovered]
-        )
-
-
-# -- transactions (run inline by _retrying) ------------------------------------------------------
+        written: dict[str, SettleOutcome] = {
+            s.task_id: _task(rows[0]) if rows else None
+            for s, rows in zip(settles, settle_rows, strict=True)
+        }
+        settled = {row[0] for row in settled_rows}
+        return CompletingClaim(settled, value, None, [_task(r) for r in recovered], written)
 
 
 __all__ = ["SQLiteStore"]

@@ -108,6 +108,38 @@ async def test_probe_finding_nothing_completes_alone(store: TaskStore, database:
     assert {s for s, _ in statuses(database).values()} == {"succeeded"}
 
 
+async def test_single_draw_with_completions_skips_the_probe(
+    store: TaskStore, database: Database
+) -> None:
+    """Completions open a write transaction anyway: a single-draw plan then
+    draws in it without a probe first (an empty draw, here), and still no
+    probe-less transaction is opened for a plan with nothing to complete."""
+    held = await running(store, 2)
+    draws: list[int] = []
+
+    async def plan(draw: Any) -> list[Task]:
+        rows = list(await draw(["job"], 4))
+        draws.append(len(rows))
+        return rows
+
+    outcome = await completing(store)(
+        complete_ids=[t.id for t in held],
+        queues=["default"],
+        worker_id=W,
+        names=["job"],
+        plan=plan,
+        single_draw=True,
+    )
+    assert draws == [0] and outcome.value == [] and outcome.claim_error is None
+    assert outcome.settled == {t.id for t in held}
+    assert {s for s, _ in statuses(database).values()} == {"succeeded"}
+
+    outcome = await completing(store)(
+        complete_ids=[], queues=["default"], worker_id=W, names=["job"], plan=plan, single_draw=True
+    )
+    assert draws == [0] and outcome.value is None and outcome.settled == set()
+
+
 async def test_expired_leases_are_recovered_in_the_shared_transaction(store: TaskStore) -> None:
     held = await running(store, 1)
     await store.submit(name="job")
@@ -263,3 +295,71 @@ async def test_worker_settles_the_others_when_one_completion_is_refused(
     assert all(seen[t.id][0] == "succeeded" for t in tasks if t.id != bad)
     errors = worker.snapshot().recent_errors
     assert errors and all(e.task_id == bad for e in errors)
+
+
+async def test_settles_commit_with_the_claim_each_checked_on_its_own(
+    store: TaskStore, database: Database
+) -> None:
+    """Results and failures ride the transaction: a lost lease is None, not an error."""
+    valued, failing, bare = await running(store, 3)
+    (stolen,) = await running(store, 1, worker=OTHER, name="other")
+    left = (await store.submit(name="job")).id
+    assert isinstance(store, SQLiteStore | PostgresStore)
+    settles = [
+        store.owned_complete(task_id=valued.id, worker_id=W, result={"ok": [1, 2]}),
+        store.owned_fail(task_id=failing.id, worker_id=W, error={"message": "no"}, retryable=False),
+        store.owned_complete(task_id=stolen.id, worker_id=W, result=1),
+    ]
+
+    async def plan(draw: Any) -> list[Task]:
+        return list(await draw(["job"], 5))
+
+    outcome = await completing(store)(
+        complete_ids=[bare.id],
+        queues=["default"],
+        worker_id=W,
+        names=["job"],
+        plan=plan,
+        single_draw=True,
+        settles=settles,
+    )
+    assert outcome.claim_error is None and outcome.settled == {bare.id}
+    assert [t.id for t in outcome.value or []] == [left]
+    rows = outcome.written
+    assert rows[stolen.id] is None
+    done, failed = rows[valued.id], rows[failing.id]
+    assert isinstance(done, Task) and done.status == "succeeded" and done.result == {"ok": [1, 2]}
+    assert isinstance(failed, Task) and failed.status == "failed"
+    seen = statuses(database)
+    assert seen[valued.id][0] == seen[bare.id][0] == "succeeded"
+    assert seen[failing.id][0] == "failed" and seen[stolen.id] == ("running", OTHER)
+
+
+async def test_a_refused_settle_is_written_alone_and_only_it_fails(
+    store: TaskStore, database: Database
+) -> None:
+    good, bad = await running(store, 2)
+    queued = (await store.submit(name="job")).id
+    refuse_updates(database, f"old.id = '{bad.id}' and new.status = 'succeeded'")
+    assert isinstance(store, SQLiteStore | PostgresStore)
+    settles = [store.owned_complete(task_id=t.id, worker_id=W, result="r") for t in (good, bad)]
+
+    async def plan(draw: Any) -> list[Task]:
+        return list(await draw(["job"], 5))
+
+    outcome = await completing(store)(
+        complete_ids=[],
+        queues=["default"],
+        worker_id=W,
+        names=["job"],
+        plan=plan,
+        single_draw=True,
+        settles=settles,
+    )
+    # The shared transaction rolled back (the claim with it); each went alone.
+    assert outcome.value is None and outcome.claim_error is None
+    assert isinstance(outcome.written[good.id], Task)
+    assert isinstance(outcome.written[bad.id], Exception)
+    seen = statuses(database)
+    assert seen[good.id][0] == "succeeded" and seen[bad.id] == ("running", W)
+    assert seen[queued] == ("queued", None)

@@ -138,6 +138,24 @@ async def test_queue_views(store: TaskStore) -> None:
     capped = await inspector.queue_counts(cap=2)
     assert capped["b"]["queued"] == CappedCount(2, 2) and capped["b"]["queued"].at_least
 
+    # Per queue, name and status: zero counts left out; they add up to the above.
+    by_name = await inspector.name_counts()
+    listed = await store.list(limit=100)
+    expected: dict[tuple[str, str | None, str], int] = {}
+    for t in listed:
+        expected[(t.queue, t.name, t.status)] = expected.get((t.queue, t.name, t.status), 0) + 1
+    assert {k: c.value for k, c in by_name.items()} == expected
+    # One name counted by name per queue and status: the next ones are "other" (None).
+    first = await inspector.name_counts(names=1, cap=3)
+    assert first[("b", "x", "queued")] == CappedCount(3, 3)  # x < y: x is first
+    assert ("b", "y", "queued") not in first and first[("b", None, "queued")].value > 0
+    live = await inspector.name_counts(live=True)
+    assert live == {k: c for k, c in by_name.items() if k[2] in ("queued", "running")}
+    # A background inspector reads the same (its own lane on SQLite).
+    assert await Inspector(store, background=True).name_counts() == by_name
+    with pytest.raises(ValueError):
+        await inspector.name_counts(names=0)
+
     latency = await inspector.queue_latency()
     assert latency["c"].oldest_due_ms is None and latency["c"].next_delayed_ms is not None
     assert latency["b"].oldest_due_ms is not None and latency["b"].next_delayed_ms is None

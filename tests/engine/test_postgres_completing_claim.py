@@ -320,3 +320,32 @@ async def test_worker_claim_failure_in_shared_session_still_settles(
         assert all(isinstance(exc, psycopg.errors.DivisionByZero) for _, exc in errors)
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("positional", [True, False])
+async def test_the_draw_builds_the_same_tasks_by_position_or_by_name(
+    store: PostgresStore, positional: bool
+) -> None:
+    """The draw's rows become ``Task``s by position on the protocol's table (no dict
+    per row) and by column name otherwise; both read the same claimed rows."""
+    (held,) = await running(store, 1)
+    for i in range(3):
+        await store.submit(name="job", payload={"n": i, "deep": {"x": [1]}}, priority=i % 2)
+
+    async def plan(draw: Any) -> list[Task]:
+        return list(await draw(["job"], 5))
+
+    assert store._positional
+    store._positional = positional
+    outcome = await store.claim_session_completing(
+        complete_ids=[held.id],
+        queues=["default"],
+        worker_id=W,
+        names=["job"],
+        plan=plan,
+        single_draw=True,
+    )
+    claimed = outcome.value or []
+    assert [t.payload["n"] for t in claimed] == [1, 0, 2]  # claim order: priority first
+    assert claimed == [await store.get(t.id) for t in claimed]
+    assert all(t.status == "running" and t.worker_id == W for t in claimed)

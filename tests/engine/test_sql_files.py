@@ -15,9 +15,8 @@ from engine._sql import Dialect, migrations, sql_root, statement
 DIALECTS: tuple[Dialect, ...] = ("sqlite", "postgres")
 
 
-# The 27 statements every dialect has; Postgres adds `installations` and the
-# group commit's multi-row `insert_tasks`
-# (docs/protocol-notes.md, "Statements").
+# The 27 statements every dialect has; both add the group commit's multi-row
+# `insert_tasks`, Postgres adds `installations` (docs/protocol-notes.md, "Statements").
 PROTOCOL_STATEMENTS = frozenset(
     {
         "insert_task",
@@ -59,13 +58,14 @@ def test_protocol_statements_exist_in_both_dialects() -> None:
 
 
 def test_both_dialects_ship_the_same_statement_names() -> None:
-    # the schema guard's read; the group commit's multi-row insert; Postgres locks
-    # the ledger, SQLite takes BEGIN IMMEDIATE; the health check's read of the server
-    # itself (clock, durability settings), which a SQLite file does not have
-    postgres_only = {"installations", "insert_tasks", "ledger_lock", "inspect_server"}
+    # the schema guard's read; Postgres locks the ledger, SQLite takes BEGIN
+    # IMMEDIATE; the health check's read of the server itself (clock, durability
+    # settings), which a SQLite file does not have; the schema check's triggers
+    # (SQLite's come with its schema_objects)
+    postgres_only = {"installations", "ledger_lock", "inspect_server", "schema_triggers"}
     # purge without a queue, in completion order (the planner needs it spelled
-    # apart); the ledger read before the write lock
-    sqlite_only = {"purge_by_age", "ledger_names"}
+    # apart); the schema check's read of the tables, indexes and triggers at once
+    sqlite_only = {"purge_by_age", "schema_objects"}
     assert statement_names("postgres") - postgres_only == statement_names("sqlite") - sqlite_only
     assert postgres_only <= statement_names("postgres")
     assert sqlite_only <= statement_names("sqlite")

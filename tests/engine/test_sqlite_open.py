@@ -377,3 +377,51 @@ def test_split_script_cuts_only_at_whole_statements() -> None:
     assert conn.execute("select x from t").fetchall() == [("a;b",)]
     with pytest.raises(ValueError, match="incomplete statement"):
         split_script("select 1;\nselect 2")
+
+
+# -- the pragmas the engine sets: written out whole, never formatted ---------------------
+
+
+@pytest.mark.parametrize("synchronous", ["full", "normal"])
+def test_durability_pragmas_set_what_their_constants_say(tmp_path: Path, synchronous: str) -> None:
+    from engine.store import _sqlite_pragmas as pragmas
+
+    conn = sqlite3.connect(tmp_path / "d.db", isolation_level=None)
+    pragmas.set_durability(conn, synchronous)
+    assert conn.execute("pragma journal_size_limit").fetchone()[0] == pragmas.WAL_SIZE_LIMIT_BYTES
+    assert conn.execute("pragma synchronous").fetchone()[0] == {"full": 2, "normal": 1}[synchronous]
+    conn.execute(pragmas.WAIT_FOR_RESTART)
+    assert conn.execute("pragma busy_timeout").fetchone()[0] == pragmas._RESTART_WAIT_MS
+    conn.close()
+
+
+@pytest.mark.parametrize("wait_ms", [0, 1, 999, 1_234, 5_000, 2**31 - 1, 10**13])
+def test_a_connection_gets_exactly_the_busy_timeout_asked(tmp_path: Path, wait_ms: int) -> None:
+    # A busy timeout past SQLite's C int is held at its largest; written into a
+    # pragma, 10**13 ms was read back as 0 (no wait at all).
+    from engine.store import _sqlite_sync as sync
+    from engine.store._sqlite_pragmas import connect_timeout
+
+    conn = sqlite3.connect(tmp_path / "b.db", timeout=connect_timeout(wait_ms))
+    assert conn.execute("pragma busy_timeout").fetchone()[0] == min(wait_ms, 2**31 - 1)
+    conn.close()
+    reader = sync.open_reader(
+        str(tmp_path / "b.db"), uri=False, synchronous="full", busy_timeout_ms=wait_ms
+    )
+    assert reader.execute("pragma busy_timeout").fetchone()[0] == min(wait_ms, 2**31 - 1)
+    reader.close()
+
+
+async def test_the_open_connections_wait_as_long_as_busy_timeout_ms(sqlite_path: Path) -> None:
+    store = SQLiteStore(sqlite_path, busy_timeout_ms=1_234)
+    await store.connect()
+    try:
+        await store.submit(name="x")
+        # A file's named reads run on the inspect thread's own connection.
+        assert await store.read_statement("stats", {"queue": None})
+        inspect_reader = store._lanes._readers[False]  # the foreground lane's connection
+        assert inspect_reader.execute("pragma busy_timeout").fetchone()[0] == 1_234
+        assert store._reader is not None
+        assert store._reader.execute("pragma busy_timeout").fetchone()[0] == 0
+    finally:
+        await store.close()

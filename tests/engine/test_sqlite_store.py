@@ -5,6 +5,7 @@ Everything both dialects share is in test_store.py, run on each.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -34,5 +35,27 @@ async def test_read_statement_rows_carry_the_statements_column_names(sqlite_path
         await store.submit(name="x")
         stats = await store.read_statement("stats", {"queue": None})
         assert stats == [{"queue": "default", "status": "queued", "n": 1}]
+    finally:
+        await store.close()
+
+
+async def test_gathered_submits_keep_nul_characters_in_their_text(sqlite_path: Path) -> None:
+    # A gather's submits are written by one insert_tasks, its rows carried as
+    # JSON; SQLite stores NUL characters in text, and JSON must not cut them.
+    store = SQLiteStore(sqlite_path)
+    try:
+        tasks = await asyncio.gather(
+            *(
+                store.submit(
+                    name=f"n\x00{i}", queue="q\x00", correlation_id=f"c\x00{i}", payload={"i": i}
+                )
+                for i in range(8)
+            ),
+            *(store.submit(name=f"plain {i}", payload={"i": i}) for i in range(8)),
+        )
+        for task in tasks:
+            stored = await store.get(task.id)
+            assert stored == task
+        assert [t.name for t in tasks[:8]] == [f"n\x00{i}" for i in range(8)]
     finally:
         await store.close()

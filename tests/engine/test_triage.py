@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 from triage_support import DIALECTS, Shared, open_shared
 
-from engine.inspection import Inspector, TaskFilter, mask_message, parse_duration
+from engine.inspection import (
+    FailureGroups,
+    Inspector,
+    TaskFilter,
+    mask_message,
+    parse_duration,
+)
 
 pytestmark = pytest.mark.peer
 
@@ -36,8 +42,8 @@ def test_masking_folds_volatile_parts() -> None:
     assert mask_message("bad object at 0x7f3a2b10") == "bad object at <hex>"
     assert mask_message("digest 9f86d081884c7d65 mismatch") == "digest <hex> mismatch"
     assert mask_message("took 30.5 s (attempt 3)") == "took <n> s (attempt <n>)"
-    # Words are kept, even hex-looking ones without a digit.
-    assert mask_message("deadbeef cafe failed") == "deadbeef cafe failed"
+    # Short words are kept, even hex-looking ones without a digit.
+    assert mask_message("bad cafe failed") == "bad cafe failed"
     # The statements fold digits to "#" before grouping; masking the folded text
     # gives what masking the original gives.
     raw = "lost task_01J9ZQ3X5V8KD2N4M6P7R8S9TA at 0x7f3a2b10 after 30.5 s, digest 9f86d081884c"
@@ -47,6 +53,25 @@ def test_masking_folds_volatile_parts() -> None:
         == mask_message(raw)
         == ("lost <id> at <hex> after <n> s, digest <hex>")
     )
+
+
+def test_masking_takes_whole_hex_words() -> None:
+    # A hex word holding a digit is one volatile part, never "beef<n>".
+    assert mask_message("cache key beef42 stale") == "cache key <hex> stale"
+    assert mask_message("row 7fa3 and ab1") == "row <hex> and <hex>"
+    # Six hex letters or more without a digit are a value too; fewer are words.
+    assert mask_message("deadbeef cafe failed") == "<hex> cafe failed"
+    assert mask_message("DEADBEEF and c0ffee") == "<hex> and <hex>"
+    assert mask_message("bad face") == "bad face"
+    # Digits alone stay numbers; 0x-prefixed runs and uuids keep their masks.
+    assert mask_message("order 4242 and 0xBEEF") == "order <n> and <hex>"
+    assert (
+        mask_message("uuid 3F2A9C1E-0B7D-4E5F-9A1B-2C3D4E5F6A7B, sha 9f86d0")
+        == "uuid <uuid>, sha <hex>"
+    )
+    # Folded text masks the same way.
+    raw = "cache key beef42 at 0x7f and deadbeef"
+    assert mask_message(raw.translate(str.maketrans("0123456789", "#" * 10))) == mask_message(raw)
 
 
 def test_durations() -> None:
@@ -315,3 +340,12 @@ async def test_failures_a_cairnq_worker_records_group_by_their_real_envelopes(
         TaskFilter(search=str(envelope["type"]).lower(), search_kind="error"), limit=10
     )
     assert {r.id for r in page.rows} == set(ids)
+
+
+def test_window_notes_count_one_failure_in_the_singular() -> None:
+    def groups(read: int, capped: bool = False) -> FailureGroups:
+        return FailureGroups((), None, 0, 1_000, 0, read, 5, capped)
+
+    assert groups(1).window_note == "grouped 1 failure"
+    assert groups(3).window_note == "grouped 3 failures"
+    assert groups(5, capped=True).window_note == "grouped the newest 5 failures"

@@ -51,6 +51,8 @@ SHAPES: list[tuple[str, frozenset[str], set[str], bool]] = [
     ("inspect_metrics_sample_throughput", frozenset(), COMPLETION, True),
     ("inspect_metrics_sample_latency", frozenset(), COMPLETION, True),
     ("inspect_errors_retrying", frozenset(), STATUS_COMPLETED | {"cairnq_tasks_claim_idx"}, True),
+    # the recorder's per-(queue, name, status) counts: skip scans of the claim index
+    ("inspect_name_counts", frozenset(), {"cairnq_tasks_claim_name_idx"}, True),
     *[
         (f"inspect_errors_failed_{way}", active, STATUS_COMPLETED, False)
         for way in ("older", "newer")
@@ -95,7 +97,7 @@ def _values(sql: str, active: frozenset[str], dialect: str, rows: int = 600) -> 
             out[name] = "boom"
         elif name == "cursor_id":
             out[name] = "task_z"
-        elif name in ("limit", "scan_limit", "cap", "skip"):
+        elif name in ("limit", "scan_limit", "cap", "skip", "names"):
             out[name] = 50
         elif name == "to_ms":
             out[name] = 10**13
@@ -106,6 +108,8 @@ def _values(sql: str, active: frozenset[str], dialect: str, rows: int = 600) -> 
                 if re.search(r"completed_at_ms >= :cursor_ms|> :cursor_ms", sql)
                 else 10**13
             )
+        elif name == "live":
+            out[name] = 0
         elif name == "bucket_ms":
             out[name] = 60_000
         else:

@@ -87,6 +87,8 @@ async def test_raising_fails_every_leftover_by_kind(store: TaskStore) -> None:
     kinds = {f.exception_type for f in snap.recent_failures}
     assert {"TaskError", "RuntimeError"} <= kinds
     assert any("boom" in f.traceback for f in snap.recent_failures)
+    # Each handler failure names the attempt it ended: flaky failed twice.
+    assert sorted(f.attempt for f in snap.recent_failures if f.task_id == flaky_id) == [1, 2]
 
 
 async def test_settling_twice_is_a_silent_noop(store: TaskStore) -> None:

@@ -193,6 +193,8 @@ async def test_dialogs_show_their_own_keys_in_the_footer_and_in_help(demo_db: Pa
         assert "ctrl+s" in text and "Submit and replace forms" in text
         assert "home/g" in text and "end/G" in text
         assert "once, also while paused" in text
+        # The pending dialog's escape (it abandons a write the database has not answered).
+        assert "the pending dialog" in text and "Abandon the write" in text
         assert footer_keys(app).get("esc") == "Close"
 
 

@@ -23,6 +23,7 @@ from cairnq_tui.history import (
     state_dir,
     target_identity,
 )
+from cairnq_tui.history._recorder import FINISHED_EVERY_MS
 from cairnq_tui.screens.confirm import ConfirmScreen
 from cairnq_tui.widgets.tasks_view import TasksView
 from engine import SQLiteStore
@@ -150,7 +151,18 @@ async def test_recorder_samples_counts_and_failures_cairnq_wrote(
         assert [a.error_type for a in history.attempts(retrying)] == ["TimeoutError"]
         assert history.attempts(retrying)[0].status == "queued"
         assert history.attempts(second)[0].error_type == "OSError"
-        assert history.counts()["samples"] == 3 * 3 * 5  # 3 samples, 3 queues, 5 statuses
+        assert history.counts()["samples"] == 3  # a row per sample
+        # Per queue, name and status: the depth of one name in one queue.
+        assert history.depth(0, queue="waiting", name="charge")["waiting"][-1][1] == 1
+        # Finished tasks are counted every FINISHED_EVERY_MS: the failed ship
+        # task is not counted 10 s later, but is once that has passed.
+        assert history.depth(0, statuses=("failed",), name="ship") == {}
+        clock_ms[0] += FINISHED_EVERY_MS
+        await recorder.sample()
+        failed = history.depth(0, statuses=("failed",), name="ship")
+        assert [n for _, n in failed["default"]] == [1]  # the fourth sample saw it
+        # ship: none queued, charted (as 0) where it was seen
+        assert [n for _, n in history.depth(0, name="ship")["default"]] == [0]
     finally:
         history.close()
 
@@ -164,6 +176,10 @@ async def test_audited_client_records_every_write(sqlite_path: Path, tmp_path: P
     try:
         a = await client.submit("job", {"n": 1}, key="k-1", delay_ms=60_000)
         b = await client.submit("job", {"n": 2})
+        # The console submits through submit_outcome; a reuse writes nothing.
+        created = await client.submit_outcome("job", {"n": 3}, key="k-2")
+        reused = await client.submit_outcome("job", {"n": 3}, key="k-2")
+        assert (created.action, reused.action) == ("created", "reused")
         await client.run_now(a.id)
         await client.delay(a.id, 30_000)
         await client.cancel(a.id)
@@ -178,6 +194,8 @@ async def test_audited_client_records_every_write(sqlite_path: Path, tmp_path: P
         assert [(e.action, e.count) for e in entries] == [
             ("submit", 1),
             ("submit", 1),
+            ("submit", 1),
+            ("submit", 0),
             ("run now", 1),
             ("delay", 1),
             ("cancel", 1),
@@ -190,7 +208,8 @@ async def test_audited_client_records_every_write(sqlite_path: Path, tmp_path: P
         ]
         assert all(e.target == "sqlite|/x.db|" and e.os_user for e in entries)
         assert '"key": "k-1"' in entries[0].detail and a.id in entries[0].detail
-        assert '"delay_ms": 30000' in entries[3].detail
+        assert '"outcome": "reused"' in entries[3].detail and created.task.id in entries[3].detail
+        assert '"delay_ms": 30000' in entries[5].detail
         assert '"status": "canceled"' in entries[-1].detail and b.id in entries[-1].detail
         assert [e.at_ms for e in entries] == sorted(e.at_ms for e in entries)
     finally:
@@ -209,7 +228,7 @@ async def test_console_keeps_a_history_file_and_audits_its_writes(demo_db: Path)
             if history.file.counts()["samples"]:
                 break
             await pilot.pause(0.05)
-        assert history.file.counts()["samples"] == 3 * 5  # 3 queues, 5 statuses
+        assert history.file.counts()["samples"] == 1  # one row per sample
         # The demo's failed charge (the retrying one too, once the Tasks view drew it).
         rows, _ = demo_rows()
         assert [a.error_type for a in history.file.attempts(rows[6]["id"])] == ["CardDeclined"]
@@ -226,6 +245,31 @@ async def test_console_keeps_a_history_file_and_audits_its_writes(demo_db: Path)
         path = history.path
     assert app.history is None  # closed on exit
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+async def test_a_sample_follows_a_drawn_tick_once_one_is_due(demo_db: Path) -> None:
+    app = demo_app(demo_db)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        history = app.history
+        assert history is not None
+
+        async def samples(expected: int) -> int:
+            for _ in range(200):
+                if history.file.counts()["samples"] >= expected:
+                    break
+                await pilot.pause(0.05)
+            return history.file.counts()["samples"]
+
+        assert await samples(1) == 1  # the one taken as the console connected
+        app.refresh_now(force=True)  # a tick before the next is due: no sample
+        await settle(pilot)
+        assert history.file.counts()["samples"] == 1
+        app._history_due = 0.0  # due: the next drawn tick starts one
+        app.refresh_now(force=True)
+        await settle(pilot)
+        assert await samples(2) == 2
+        assert app._history_due > 0.0
 
 
 async def test_no_history_keeps_no_file(demo_db: Path) -> None:

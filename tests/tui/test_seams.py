@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from import_graph import import_cycles
+
 ROOT = Path(__file__).parents[2]
 
 
@@ -44,65 +46,12 @@ def test_every_view_of_the_main_screen_is_a_data_view() -> None:
     assert issubclass(TaskDetailScreen, DataNode)
 
 
-def _imports(path: Path, package: str) -> set[str]:
-    """The ``cairnq_tui`` modules ``path`` imports, type-checking-only imports included."""
-    import ast
-
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            base = node.module
-            if node.level:  # relative: resolve against the importing package
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*parts, node.module])
-            if base.startswith("cairnq_tui"):
-                found.add(base)
-                found.update(f"{base}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("cairnq_tui"))
-    return found
-
-
 def test_no_import_circle_in_the_console() -> None:
-    """Not even through ``if TYPE_CHECKING``: the app's pieces depend on ports, not on
-    each other in a circle (console.py -> controls.py -> screens/purge.py ->
+    """Not even through ``if TYPE_CHECKING`` or a lazy import in a function
+    (``tests/import_graph.py`` says what counts): the app's pieces depend on ports,
+    not on each other in a circle (console.py -> controls.py -> screens/purge.py ->
     widgets/console_node.py -> console.py was one)."""
-    modules: dict[str, Path] = {}
-    for path in (ROOT / "cairnq_tui").rglob("*.py"):
-        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-        modules[name.removesuffix(".__init__")] = path
-    graph = {
-        name: {
-            dep
-            for dep in _imports(
-                path, name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-            )
-            if dep in modules and dep != name
-        }
-        for name, path in modules.items()
-    }
-    # A package's __init__ importing its own submodules is not a circle.
-    for name in graph:
-        graph[name] = {d for d in graph[name] if not d.startswith(name + ".")}
-    skip: set[str] = set()
-    circles = []
-    state: dict[str, int] = {}
-
-    def visit(node: str, stack: list[str]) -> None:
-        state[node] = 1
-        for dep in sorted(graph[node]):
-            if dep in skip:
-                continue
-            if state.get(dep) == 1:
-                circles.append([*stack[stack.index(dep) :], dep])
-            elif dep not in state:
-                visit(dep, [*stack, dep])
-        state[node] = 2
-
-    for start in sorted(graph):
-        if start not in state and start not in skip:
-            visit(start, [start])
-    assert circles == []
+    assert import_cycles("cairnq_tui") == []
 
 
 def test_nothing_imports_the_command_line_back() -> None:

@@ -53,6 +53,27 @@ async def test_metrics_per_queue_and_name_with_depth_from_the_recorder(tmp_path:
         assert view.depth is not None and set(view.depth) == {"billing", "emails", "reports"}
         assert "sample(s) recorded" in str(app.screen.query_one("#metrics-info", Static).render())
         assert depth.plt is not None
+        assert view.depth_scope == (None, None)
+        # On a name's row the depth chart is that name's, in its queue (sampled
+        # per queue, name and status).
+        view.table.move_cursor(row=keys.index("billing\x00charge_card"))
+        await settle(pilot)
+        assert view.depth_scope == ("billing", "charge_card")
+        assert view.depth is not None and set(view.depth) == {"billing"}
+        history = app.history
+        assert history is not None
+        assert view.depth == history.file.depth(
+            view.metrics.since_ms,  # type: ignore[union-attr]
+            queue="billing",
+            name="charge_card",
+        )
+        view.table.move_cursor(row=keys.index("emails\x00*"))
+        await settle(pilot)
+        assert view.depth_scope == (None, None) and set(view.depth) == {
+            "billing",
+            "emails",
+            "reports",
+        }
         await pilot.press("w")
         await settle(pilot)
         assert view.window == "6h"

@@ -61,7 +61,7 @@ async def test_error_search_lists_newest_failure_first_with_its_window(demo_db: 
         # the newest failure first (failed 3 min ago; the retry's error 10 min ago).
         assert view.table.row_keys() == [ROWS[6]["id"], ROWS[10]["id"]]
         assert "2 error matches" in info(app)
-        assert "searched all 1 failure" in info(app)  # (failed rows: the window)
+        assert "searched the 1 failure" in info(app)  # (failed rows: the window)
         await search_errors(pilot, view, "gateway")
         assert view.table.row_keys() == [ROWS[10]["id"]]
         await search_errors(pilot, view, "no such error anywhere")
