@@ -1,9 +1,9 @@
 """Where one ``call()`` spends its time on Postgres: the phases, from timestamps.
 
 Bench-only tracing: nothing in the engine is changed. The store instances a
-bench opens get their public entry points wrapped (``submit``, ``claim_wake``,
-``claim_session``, ``claim_session_completing``, ``complete``, ``get``,
-``get_status``) to take ``time.monotonic_ns()`` stamps, the echo handler stamps
+bench opens get their public entry points wrapped (``submit``, ``submit_outcome``, ``claim_wake``,
+``claim_session``, ``claim_session_completing``, ``complete``, ``settle_alone``,
+``get``, ``get_status``) to take ``time.monotonic_ns()`` stamps, the echo handler stamps
 itself, and a separate LISTEN connection (the *spy*, on a thread of its own,
 so the event loop's load does not delay it) stamps each NOTIFY as it arrives,
 which is what any listener, the worker's or the waiter's, can hear at best.
@@ -19,7 +19,8 @@ Per call, in order (a phase is the gap between two stamps):
 - claim: the worker's claim session (probe if any, transaction, COMMIT), from its
   start to its return, preceded by the gap from the wake to its start;
 - to handler: claim returned -> the handler runs;
-- settle: handler entered -> ``complete`` committed and returned;
+- settle: handler entered -> the settlement (``complete``, ``settle_alone``, or
+  a completing claim carrying it) committed and returned;
 - waiter wake: settle returned -> the waiter's read starts (or, when the done
   signal carried the row, ``call()`` returns); ``done NOTIFY heard`` is the
   spy's arrival after the settle;
@@ -102,15 +103,22 @@ class WorkerStamps:
                 self.empty_claims += 1
 
         def settled(_: Any, *args: Any, **kwargs: Any) -> None:
-            stamps = self._open.pop(kwargs.get("task_id", ""), None)
-            if stamps is not None:
-                stamps["settled"] = now()
-                self._sink(stamps)
+            # complete(task_id=), settle_alone(settle), or a completing claim's
+            # complete_ids= and settles=: whichever wrote the settlement.
+            ids = [kwargs.get("task_id", ""), *kwargs.get("complete_ids", ())]
+            ids += [s.task_id for s in (*args, *kwargs.get("settles", ())) if hasattr(s, "task_id")]
+            at = now()
+            for task_id in ids:
+                stamps = self._open.pop(task_id, None)
+                if stamps is not None:
+                    stamps["settled"] = at
+                    self._sink(stamps)
 
         _wrap(store, "claim_wake", lambda *a, **k: None, woke)
         for name in ("claim_session", "claim_session_completing"):
             _wrap(store, name, claim_start, claim_end)
-        _wrap(store, "complete", lambda *a, **k: None, settled)
+        for name in ("complete", "settle_alone", "claim_session_completing"):
+            _wrap(store, name, lambda *a, **k: None, settled)
 
     def handler(self, task_id: str) -> None:
         """The handler of ``task_id`` started: the claim that produced it is the last one."""
@@ -169,10 +177,10 @@ class CallerStamps:
         self._current: dict[str, Any] | None = None
 
     def attach(self, store: Any) -> None:
-        def submitted(task: Any, *_: Any, **__: Any) -> None:
+        def submitted(result: Any, *_: Any, **__: Any) -> None:
             if self._current is not None and "submitted" not in self._current:
                 self._current["submitted"] = now()
-                self._current["id"] = task.id
+                self._current["id"] = getattr(result, "task", result).id  # Task or SubmitOutcome
 
         def read_start(*_: Any, **__: Any) -> None:
             if self._current is not None:
@@ -182,7 +190,8 @@ class CallerStamps:
             if self._current is not None:
                 self._current["read_end"] = now()
 
-        _wrap(store, "submit", lambda *a, **k: None, submitted)
+        for name in ("submit", "submit_outcome"):
+            _wrap(store, name, lambda *a, **k: None, submitted)
         for name in ("get", "get_status"):
             _wrap(store, name, read_start, read_end)
 
