@@ -29,6 +29,10 @@ The call rows print a floor too: three bare commits in sequence (a call needs a
 submit, a claim and a complete, each durable before the next can start), one
 statement and one commit each (raw sqlite3 at synchronous=FULL, bare psycopg),
 measured just before the call rows (and again after them, in the footnote).
+On Postgres a table follows them: the engine's call() phase by phase (submit,
+the worker's wake, its claim session, the handler, the settlement, the
+waiter's wake and read), p50s of a second, traced pass of the same loop in
+each placement (``call_phases.py``), with cairnq's call p50s beside it.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import cairnq
+import call_phases  # type: ignore[import-not-found]
 
 import engine
 from engine._sql import statement, to_pyformat
@@ -199,42 +204,74 @@ async def settled(side: str, client: Any, worker: Any, count: int) -> None:
         await asyncio.sleep(0.005)
 
 
-async def call_latency(side: str, target: Target, calls: int, in_process: bool) -> list[float]:
-    """``call()`` round trips in ms with default polls."""
+async def call_latency(
+    side: str, target: Target, calls: int, in_process: bool, traced: bool = False
+) -> Any:
+    """``call()`` round trips in ms with default polls.
+
+    ``traced`` (engine, Postgres): the same loop with every call's phases stamped
+    (``call_phases``); returns the phases' p50s instead of the latencies.
+    """
     client = target.client(side)
     await client.connect()
     latencies: list[float] = []
+    caller = call_phases.CallerStamps()
+    worker_stamps: dict[str, dict[str, Any]] = {}
+    stamps = call_phases.WorkerStamps(lambda s: worker_stamps.__setitem__(s["id"], s))
+    spy = call_phases.Spy(target.dsn) if traced else None
+    trace_file = os.path.join(os.path.dirname(target.path), f"trace_{target.schema}.jsonl")
+    if traced:
+        caller.attach(client.store)
 
     async def measure() -> None:
         await client.call("echo", {"x": 0})  # warm up
         for i in range(calls):
             t0 = time.perf_counter()
-            await client.call("echo", {"x": i})
+            if traced:
+                with caller.call():
+                    await client.call("echo", {"x": i})
+            else:
+                await client.call("echo", {"x": i})
             latencies.append((time.perf_counter() - t0) * 1000)
 
-    if in_process:
-        worker = target.worker(side, client.store)
+    try:
+        if in_process:
+            worker = target.worker(side, client.store)
+            if traced:
+                stamps.attach(client.store)
 
-        async def echo(ctx: Any, payload: Any) -> Any:
-            return payload
+            async def echo(ctx: Any, payload: Any) -> Any:
+                if traced:
+                    stamps.handler(ctx.task_id)
+                return payload
 
-        worker.register("echo", echo)
-        async with worker.background():
-            await measure()
-    else:
-        proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve-worker", side, *target.args()],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert proc.stdout is not None
-            proc.stdout.readline()  # "ready"
-            await measure()
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
-    await client.close()
+            worker.register("echo", echo)
+            async with worker.background():
+                await measure()
+        else:
+            env = dict(os.environ)
+            if traced:
+                env[call_phases.TRACE_FILE_ENV] = trace_file
+            proc = subprocess.Popen(
+                [sys.executable, __file__, "--serve-worker", side, *target.args()],
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            try:
+                assert proc.stdout is not None
+                proc.stdout.readline()  # "ready"
+                await measure()
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+            worker_stamps = call_phases.read_trace_file(trace_file)
+    finally:
+        await client.close()
+        if spy is not None:
+            spy.close()
+    if spy is not None:
+        return call_phases.phase_p50s(call_phases.join(caller, worker_stamps, spy))
     return latencies
 
 
@@ -245,8 +282,15 @@ def serve_worker(side: str, dialect: str, location: str, schema: str) -> None:
         worker = module.Worker.sqlite(location, concurrency=CONCURRENCY)
     else:
         worker = module.Worker.postgres(location, schema=schema, concurrency=CONCURRENCY)
+    trace_file = os.environ.get(call_phases.TRACE_FILE_ENV)
+    stamps = None
+    if trace_file and side == "engine":
+        stamps = call_phases.WorkerStamps(call_phases.file_sink(trace_file))
+        stamps.attach(worker.store)
 
     async def echo(ctx: Any, payload: Any) -> Any:
+        if stamps is not None:
+            stamps.handler(ctx.task_id)
         return payload
 
     worker.register("echo", echo)
@@ -326,6 +370,7 @@ async def bench_dialect(
     if not with_calls:
         return
     floor_before = await commit_floor_ms(dialect, dsn, workdir)
+    cairnq_p50: dict[str, float] = {}
     for where, in_process in (("same process", True), ("other process", False)):
 
         async def measure(side: str, target: Target, inp: bool = in_process) -> list[float]:
@@ -333,12 +378,15 @@ async def bench_dialect(
             return await call_latency(side, target, n, inp)
 
         lat = await run_row(dialect, dsn, workdir, measure)
+        cairnq_p50[where] = pct(lat["cairnq"], 0.5)
         for q, name in ((0.5, "p50"), (0.95, "p95")):
             e, c = pct(lat["engine"], q), pct(lat["cairnq"], q)
             label = f"call() {name}, worker in {where} (ms)"
             floor = f"{3 * floor_before:10.2f}" if name == "p50" else ""
             print(f"{label:44} {e:12.2f} {c:12.2f} {c / e:7.1f}x {floor}".rstrip())
     floor_after = await commit_floor_ms(dialect, dsn, workdir)
+    if dialect == "postgres":
+        await phase_rows(dsn, workdir, calls, cairnq_p50)
     bare = "raw sqlite3 insert, synchronous=FULL" if dialect == "sqlite" else "bare psycopg insert"
     print(
         f"(call floor: 3 commits in sequence, p50 of one {bare}: {floor_before:.2f} ms "
@@ -348,6 +396,31 @@ async def bench_dialect(
         f"(call rows: {calls} engine calls, {peer_calls} cairnq calls; ratio = engine/cairnq "
         "for throughput, cairnq/engine for latency)"
     )
+
+
+async def phase_rows(dsn: str, workdir: str, calls: int, cairnq_p50: dict[str, float]) -> None:
+    """The engine's call() on Postgres, phase by phase (p50s of traced calls, ms)."""
+    columns: dict[str, dict[str, float | None]] = {}
+    for where, in_process in (("same process", True), ("other process", False)):
+        target = Target("postgres", dsn, workdir)
+        try:
+            columns[where] = await call_latency("engine", target, calls, in_process, traced=True)
+        finally:
+            target.drop()
+    print(
+        f"\ncall() phases, engine, p50 of {calls} traced calls each (ms; a phase is the gap "
+        "between two stamps, so p50s need not add up)"
+    )
+    print(f"{'phase':44} {'same proc':>12} {'other proc':>12}")
+
+    def cell(value: float | None) -> str:
+        return f"{value:12.2f}" if value is not None else f"{'-':>12}"
+
+    for label in columns["same process"]:
+        same, other = columns["same process"].get(label), columns["other process"].get(label)
+        print(f"{label:44} {cell(same)} {cell(other)}")
+    same_c, other_c = cairnq_p50.get("same process"), cairnq_p50.get("other process")
+    print(f"{'cairnq call() p50 (its call row above)':44} {cell(same_c)} {cell(other_c)}")
 
 
 # -- drain rows, their floor, backlog and memory (issue 12) -----------------------------

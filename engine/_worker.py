@@ -187,6 +187,10 @@ class Worker(ClaimLoop):
         self._finished: asyncio.Event | None = None
         # True while a claim session is on its way (the loop's or a ride's).
         self._claiming = False
+        self._heard = False
+        self._idling = False
+        self._last_dry = False
+        self._trust_signals = True
 
     # -- construction with an owned store -------------------------------------------
 

@@ -62,6 +62,14 @@ class ClaimLoop(CallRunner):
     _finished: asyncio.Event | None
     #: True while a claim session is on its way (the loop's or a ride's).
     _claiming: bool
+    #: The last idle sleep was ended by a claimable-task signal.
+    _heard: bool
+    #: Whether the last claim after such a signal found work: only then does
+    #: the next one skip the store's probe (``claim_session(signalled=True)``).
+    #: Signals that announce nothing claimable (a delayed task's insert, an
+    #: echo of this process's own commit) thus cost one empty transaction,
+    #: then probes again until a signal proves right.
+    _trust_signals: bool
 
     @property
     def _limit(self) -> int:
@@ -137,15 +145,20 @@ class ClaimLoop(CallRunner):
         assert self._wakeup is not None
         sleeper = asyncio.ensure_future(self._store.claim_wake(self._queues, self._poll_ms))
         waker = asyncio.ensure_future(self._wakeup.wait())
+        self._idling = True
         try:
             await asyncio.wait((sleeper, waker), return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self._idling = False
             sleeper.cancel()
             waker.cancel()
-        if sleeper.done() and not sleeper.cancelled() and sleeper.exception() is not None:
-            # A failing wakeup (a closed store) shows up in the next claim;
-            # here it only ends the sleep early, as the claim error's pause will.
-            await self._wait_wakeup(_CLAIM_ERROR_SLEEP_S)
+        if sleeper.done() and not sleeper.cancelled():
+            if sleeper.exception() is not None:
+                # A failing wakeup (a closed store) shows up in the next claim;
+                # here it only ends the sleep early, as the claim error's pause will.
+                await self._wait_wakeup(_CLAIM_ERROR_SLEEP_S)
+            elif sleeper.result():
+                self._heard = True
 
     async def _claim(self, free: int) -> bool:
         """One claim session; starts the calls it produced.
@@ -157,6 +170,7 @@ class ClaimLoop(CallRunner):
             idle sleep (ended by a submit in this process) is the right wait.
         """
         plan = self._plan(free, ())
+        heard, self._heard = self._heard, False
         # The rows' leases start no earlier than this: a safe local deadline.
         lease_deadline = time.monotonic() + self._lease_ms / 1000
         self._claiming = True
@@ -167,9 +181,13 @@ class ClaimLoop(CallRunner):
                 lease_ms=self._lease_ms,
                 names=list(self._registrations),
                 plan=plan,
+                signalled=heard and self._trust_signals,
+                single_draw=len(self._sources) == 1,
             )
         finally:
             self._claiming = False
+        if heard:
+            self._trust_signals = result is not None and bool(result.calls)
         return self._polled(result, lease_deadline)
 
     def _plan(self, free: int, freeing: Sequence[Call]) -> Callable[[Draw], Awaitable[PollResult]]:
@@ -201,7 +219,12 @@ class ClaimLoop(CallRunner):
         if result is None:
             for stats in self._stats.values():
                 stats.offered, stats.claimed, stats.shortfall = None, 0, "nothing due"
+            self._last_dry = True
             return False
+        dry = all(o.shortfall == "nothing due" for o in result.outcomes)
+        if self._idling and self._last_dry and not dry:
+            self._poke()  # a ride's poll while the loop idles: more may be due now
+        self._last_dry = dry
         for outcome in result.outcomes:
             for name in outcome.source.names:
                 stats = self._stats[name]
@@ -231,7 +254,9 @@ class ClaimLoop(CallRunner):
         start. Declines (None: the caller
         writes the completions alone) when the loop could not claim now
         anyway: not running, stopping, paused, no handlers, a claim already on
-        its way, or no slot free even after these calls.
+        its way, or no slot free even after these calls; and when it would
+        find nothing: the loop idles after a poll that found nothing due (a
+        task queued since would have woken it), so the probe is spared.
 
         Returns:
             The ids settled and what became of each of ``settles``, or None if declined.
@@ -246,6 +271,7 @@ class ClaimLoop(CallRunner):
             or self._paused
             or self._claiming
             or not self._registrations
+            or (self._idling and self._last_dry)
         ):
             return None
         free = self._limit - len(self._calls) + len(freeing)

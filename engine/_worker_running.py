@@ -78,6 +78,18 @@ class CallRunner:
     #: Set by anything that should end an idle or full wait early: a call
     #: ending, a released resource unit, stop, resume, a new registration.
     _wakeup: asyncio.Event | None
+    #: The loop is in its idle sleep (``ClaimLoop._idle``).
+    _idling: bool
+    #: The last poll found every source short of due work (or the probe found
+    #: none): a slot freed now cannot make anything claimable (a new task
+    #: signals, a due time or an expired lease waits for the idle sleep's own
+    #: poll), so it does not end the idle sleep for a poll that would find nothing.
+    _last_dry: bool
+
+    def _slot_freed(self) -> None:
+        """A call ended: poke the loop unless it idles after a dry poll."""
+        if not (self._idling and self._last_dry):
+            self._poke()
 
     def _poke(self) -> None:
         wakeup, loop = self._wakeup, self._loop
@@ -166,7 +178,7 @@ class CallRunner:
         if resource is not None:
             self._by_resource[resource] -= 1
         self._bytes -= call.bytes
-        self._poke()
+        self._slot_freed()
 
     # -- one call ----------------------------------------------------------------------
 
@@ -215,7 +227,7 @@ class CallRunner:
                 if not self._settling:
                     # The loop waits for settlements; a ride may have released
                     # this call already, so say it again.
-                    self._poke()
+                    self._slot_freed()
 
     def _record_failure(self, call: Call, exc: BaseException) -> None:
         first = call.contexts[0]

@@ -184,7 +184,22 @@ class SettleQueue:
     async def _complete_many(self, task_ids: list[str]) -> set[str]:
         if not task_ids:
             return set()
+        if len(task_ids) == 1:
+            return await self._complete_one(task_ids[0])
         return await self._store.complete_many(task_ids=task_ids, worker_id=self._worker_id)
+
+    async def _complete_one(self, task_id: str) -> set[str]:
+        """One task alone: ``complete`` with no result, the same write as ``complete_many``.
+
+        It returns the committed row, and its done signal hands that row to a
+        waiter in this process (a ``call()`` of a handler that returns
+        nothing), which then needs no read; ``complete_many`` returns ids only.
+        """
+        try:
+            await self._store.complete(task_id=task_id, worker_id=self._worker_id, result=None)
+        except LostLease:
+            return set()
+        return {task_id}
 
     async def _settle_each(self, settles: list[OwnedSettle]) -> dict[str, SettleOutcome]:
         outcomes = await asyncio.gather(

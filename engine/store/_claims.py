@@ -172,19 +172,43 @@ class ClaimStore(OwnedWriteStore):
         lease_ms: int = 30_000,
         names: Sequence[str] | None,
         plan: Plan[T],
+        signalled: bool = False,
+        single_draw: bool = False,
     ) -> T | None:
         """Probe, then one transaction: recover expired leases, run ``plan(draw)``.
+
+        ``signalled``: the caller was just woken by a claimable signal for these
+        queues (``claim_wake`` returned True), so the probe would most likely
+        say yes. A store whose probe costs about what the transaction costs
+        (Postgres: a round trip and the planning of a large statement) then
+        opens the transaction at once: the probe only ever spares a
+        transaction, and one that finds nothing locks no row and writes
+        nothing. SQLite probes all the same (a read of microseconds, and its
+        wakes include every commit on the file).
+
+        ``single_draw``: the plan draws at most once; Postgres then sends the
+        COMMIT with that draw's statement (one round trip for the whole
+        transaction; a second draw raises ``RuntimeError``, and a draw that
+        set undecodable rows aside is not topped up).
 
         Returns the plan's value, or None when the probe found nothing to do (the
         plan is then not called and no transaction is opened).
         """
         args = self._check_claim(queues, worker_id, lease_ms, names)
+        self.signals.claiming(args.queues)
         if args.names == []:
             return None
-        screened, set_aside = screen_plan(plan, top_up=True)
+        one_trip = single_draw and self.capabilities.single_draw_commits
+        screened, set_aside = screen_plan(plan, top_up=not one_trip)
         try:
             session = await self._claim_session(
-                args.queues, args.worker_id, args.lease_ms, args.names, screened
+                args.queues,
+                args.worker_id,
+                args.lease_ms,
+                args.names,
+                screened,
+                signalled=signalled,
+                single_draw=single_draw,
             )
         finally:
             await self._fail_undecodable(set_aside)
@@ -230,12 +254,16 @@ class ClaimStore(OwnedWriteStore):
         lease_ms: int,
         names: builtins.list[str] | None,
         plan: Plan[T],
+        *,
+        signalled: bool = False,
+        single_draw: bool = False,
     ) -> tuple[T, builtins.list[Task]] | None:
         """Probe, then the dialect's transaction: recover leases, run ``plan``, COMMIT.
 
         Each draw validates ``limit`` (<= 0 or [] → no statement). Returns the
         plan's value and the rows lease recovery touched (the caller signals
-        them), or None when the probe found nothing.
+        them), or None when the probe found nothing. ``signalled`` and
+        ``single_draw`` as ``claim_session`` takes them (hints a dialect may ignore).
         """
 
     async def _fail_undecodable(self, tasks: builtins.list[Task]) -> None:
@@ -323,6 +351,7 @@ class ClaimStore(OwnedWriteStore):
         ids = _rules.text_list(complete_ids, "complete_ids", refuses_nul=self.text_refuses_nul)
         args = self._check_claim(queues, worker_id, lease_ms, names)
         self._check_writable("claim_session_completing")
+        self.signals.claiming(args.queues)
         commit_with_draw = single_draw and self.capabilities.single_draw_commits
         screened, set_aside = screen_plan(plan, top_up=not commit_with_draw)
         owned = list(settles)

@@ -4,7 +4,11 @@ The Postgres counterpart of ``_sqlite_commits``: LISTEN on ``cairnq_queued`` /
 ``cairnq_done`` (the protocol's triggers NOTIFY on commit).
 
 One dedicated connection outside the pool (a pooled connection would be handed
-to other operations between notifications). Notifications only shorten sleeps,
+to other operations between notifications). Notifications sent by this
+process's own pooled connections are dropped (``Signals.is_own_writer``): the
+store signalled those commits in-process already, with the row, and an echo
+would only wake a waiter early to read what it is about to be handed, or
+leave a pending claim wake behind. Notifications only shorten sleeps,
 so the listener never blocks anything: when its connection drops it releases
 every waiter (they fall back to polling) and reconnects with backoff; when the
 server refuses LISTEN (a transaction-mode pooler, say) it stops for good.
@@ -118,6 +122,8 @@ class CommitWatch:
             try:
                 pgconn.consume_input()
                 while (note := pgconn.notifies()) is not None:
+                    if self._signals.is_own_writer(note.be_pid):
+                        continue  # this process's commit: the hub heard of it already
                     channel = note.relname.decode(encoding)
                     payload = note.extra.decode(encoding)
                     if channel == QUEUED_CHANNEL:

@@ -273,24 +273,53 @@ class PostgresOperations(TaskStore):
         lease_ms: int,
         names: builtins.list[str] | None,
         plan: Plan[T],
+        *,
+        signalled: bool = False,
+        single_draw: bool = False,
     ) -> tuple[T, builtins.list[Task]] | None:
-        async def draw(conn: Conn, draw_names: Any, limit: int) -> builtins.list[Task]:
-            stmt = self._draw_statement(queues, worker_id, lease_ms, draw_names, limit)
-            if stmt is None:
-                return []
-            rows = await (await conn.execute(*stmt)).fetchall()
-            return in_claim_order(self._task(r) for r in rows)
+        """The probe (skipped when ``signalled``), then one pipelined transaction.
+
+        BEGIN and recovery travel with the first draw; with ``single_draw`` the
+        COMMIT travels with it too (one round trip), else it follows the plan.
+        Raises ``StoreUnavailable`` if the connection is lost (whether the
+        COMMIT landed is then unknown). A plan raising after a single draw's
+        COMMIT leaves its rows claimed: they return through lease recovery.
+        """
 
         async def session(conn: Conn) -> tuple[T, builtins.list[Task]] | None:
-            if not await self._probe_on(conn, queues, names):
+            if not signalled and not await self._probe_on(conn, queues, names):
                 return None
-            # Pipelined: BEGIN and recovery travel with the first draw; the
-            # recovered rows are read once the transaction is over.
-            async with conn.pipeline(), conn.transaction():
-                recovering = await conn.execute(
-                    _sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON}
-                )
-                value = await plan(lambda n, limit: draw(conn, n, limit))
+            committed = False
+            try:
+                async with conn.pipeline():
+                    await conn.execute(_BEGIN)
+                    recovering = await conn.execute(
+                        _sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON}
+                    )
+
+                    async def draw(draw_names: Any, limit: int) -> builtins.list[Task]:
+                        nonlocal committed
+                        if committed:
+                            raise RuntimeError("a single_draw plan drew more than once")
+                        stmt = self._draw_statement(queues, worker_id, lease_ms, draw_names, limit)
+                        if stmt is None:
+                            return []
+                        cur = await conn.execute(*stmt)
+                        if single_draw:
+                            await conn.execute(_COMMIT)
+                            committed = True
+                        rows = await cur.fetchall()  # syncs: the COMMIT's outcome too
+                        return in_claim_order(self._task(r) for r in rows)
+
+                    value = await plan(draw)
+                    if not committed:
+                        await conn.execute(_COMMIT)
+                        committed = True
+            except Exception as exc:
+                if not lost(conn, exc):
+                    # Nothing committed, or the COMMIT failed: close what is open.
+                    await _abort(conn)
+                raise
             return value, [self._task(r) for r in await recovering.fetchall()]
 
         return await self._run(session, write=True)

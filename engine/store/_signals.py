@@ -100,6 +100,9 @@ def _expire(future: asyncio.Future[bool]) -> None:
         future.set_result(False)
 
 
+#: Registered own writers past which the closed ones are dropped on the next registration.
+_OWN_WRITERS_PRUNED_AT = 64
+
 _shared: weakref.WeakValueDictionary[str, Signals] = weakref.WeakValueDictionary()
 _shared_lock = threading.Lock()
 
@@ -131,6 +134,38 @@ class Signals:
         self._pending_queued: set[str] = set()
         self._claimed_queues: set[str] = set()
         self._subscribers: list[Callable[[WatchSignal], None]] = []
+        # Backend pids of this process's connections to the database (Postgres),
+        # each with a test of whether that connection is still open.
+        self._own_writers: dict[int, Callable[[], bool]] = {}
+
+    def add_own_writer(self, backend_pid: int, open_now: Callable[[], bool]) -> None:
+        """A connection of this process whose committed writes the hub hears in-process.
+
+        Every store write signals here once it committed, so the database's
+        notification of the same commit (Postgres NOTIFY, sent by the server
+        process ``backend_pid``) is an echo: ``is_own_writer`` lets the
+        listener drop it. ``open_now`` tells whether the connection is still
+        open; once it is closed the pid is forgotten (the server may hand it to
+        another client's connection).
+        """
+        with self._lock:
+            if len(self._own_writers) >= _OWN_WRITERS_PRUNED_AT:
+                # Pools replace connections over time: forget the closed ones.
+                for pid, still_open in list(self._own_writers.items()):
+                    if not still_open():
+                        del self._own_writers[pid]
+            self._own_writers[backend_pid] = open_now
+
+    def is_own_writer(self, backend_pid: int) -> bool:
+        """Whether ``backend_pid`` is an open connection registered by ``add_own_writer``."""
+        with self._lock:
+            open_now = self._own_writers.get(backend_pid)
+            if open_now is None:
+                return False
+            if open_now():
+                return True
+            del self._own_writers[backend_pid]
+            return False
 
     def queued(self, queue: str) -> None:
         """A task became claimable on ``queue`` (insert, requeue, retry)."""
@@ -177,6 +212,18 @@ class Signals:
             # A consumer's exception is its own business, never the writer's.
             with contextlib.suppress(Exception):
                 consumer(signal)
+
+    def claiming(self, queues: Iterable[str]) -> None:
+        """Someone in this process claims from ``queues``: buffer their signals from now on.
+
+        Called at the start of every claim, so a signal that arrives after a
+        first claim's look and before its claimer arms a wake is remembered
+        (the protocol registers the queues at the first claim).
+        """
+        names = [q for q in queues if q not in self._claimed_queues]
+        if names:
+            with self._lock:
+                self._claimed_queues.update(names)
 
     def arm_claim(self, queues: Iterable[str]) -> Wake:
         """A wake fired when a task becomes claimable on one of ``queues``.

@@ -247,6 +247,7 @@ class SQLiteOperations(TaskStore):
             ValueError: as ``TaskStore.claim`` (a negative limit included).
         """
         args = self._check_claim(queues, worker_id, lease_ms, names)
+        self.signals.claiming(args.queues)
         draw = self._draw_variant(args.queues, args.names, limit)
         if draw is None:
             return []

@@ -22,6 +22,7 @@ import builtins
 import contextlib
 import math
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -263,12 +264,16 @@ class PostgresStore(PostgresOperations):
             "row_factory": dict_row,
         }
 
-    @staticmethod
-    async def _configure(conn: Conn) -> None:
+    async def _configure(self, conn: Conn) -> None:
         # orjson for jsonb values: same parser as every other JSON read here.
         # Leniently: a value another writer stored too deep to decode becomes an
         # UndecodableJSON in its row instead of failing the whole read.
         set_json_loads(_json.loads_column, conn)
+        # Its commits are signalled in-process: the listener drops their echoes.
+        ref = weakref.ref(conn)
+        self.signals.add_own_writer(
+            conn.info.backend_pid, lambda: (c := ref()) is not None and not c.closed
+        )
 
     async def _open_session(self) -> Conn:
         try:

@@ -459,7 +459,13 @@ class SQLiteStore(SQLiteOperations):
         lease_ms: int,
         names: builtins.list[str] | None,
         plan: Plan[T],
+        *,
+        signalled: bool = False,
+        single_draw: bool = False,
     ) -> tuple[T, builtins.list[Task]] | None:
+        # Always probed: the probe is a read of microseconds here, and the wakes
+        # include every commit on the file (heartbeats too). One draw or many,
+        # the COMMIT is one hop to the writer thread.
         self._check_writable("claim_session")
         if not await self._probe(queues, names):
             return None

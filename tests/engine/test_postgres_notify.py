@@ -123,6 +123,52 @@ async def test_watch_sees_notifications(store: PostgresStore, pg_dsn: str, pg_sc
         unsubscribe()
 
 
+async def test_own_commits_are_announced_once(
+    store: PostgresStore, pg_dsn: str, pg_schema: str
+) -> None:
+    # The store signals its own commits in-process (a completion with its row);
+    # the trigger's NOTIFY of the same commit is an echo the listener drops. A
+    # write from outside still comes through. Notifications reach a listener
+    # in commit order, so once the outside write's signal is seen, the echoes
+    # of the earlier writes have been handled too.
+    mine, outside = f"{pg_schema}_own", f"{pg_schema}_outside"
+    seen: list[WatchSignal] = []
+    unsubscribe = store.watch(seen.append)
+    try:
+        task = await store.submit(name="n", queue=mine)
+        (claimed,) = await store.claim(queues=[mine], worker_id="w")
+        await store.complete(task_id=claimed.id, worker_id="w", result=1)
+        await asyncio.to_thread(raw, pg_dsn, pg_schema, INSERT.format(id="task_x9", queue=outside))
+        sentinel = WatchSignal("queued", queue=outside)
+        deadline = time.monotonic() + 5
+        while sentinel not in seen and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert sentinel in seen
+        assert seen.count(WatchSignal("queued", queue=mine)) == 1
+        assert seen.count(WatchSignal("done", task_id=task.id)) == 1
+    finally:
+        unsubscribe()
+
+
+async def test_a_closed_connection_is_no_longer_own(pg_dsn: str, pg_schema: str) -> None:
+    # The pid of a closed connection may be handed to another client's backend:
+    # it must stop counting as this process's writer.
+    store = PostgresStore(pg_dsn, schema=pg_schema, max_size=1)
+    await store.connect()
+    conn = await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True)
+    pid = conn.info.backend_pid
+    store.signals.add_own_writer(pid, lambda: not conn.closed)
+    assert store.signals.is_own_writer(pid)
+    await conn.close()
+    assert not store.signals.is_own_writer(pid)
+    # Registrations of connections closed since are dropped as more arrive.
+    closed = {100_000 + i: False for i in range(200)}
+    for fake_pid in closed:
+        store.signals.add_own_writer(fake_pid, lambda p=fake_pid: closed[p])
+    assert len(store.signals._own_writers) < 100
+    await store.close()
+
+
 SUBMITTER = textwrap.dedent(
     """
     import asyncio, sys

@@ -584,6 +584,77 @@ async def test_claim_session_probe_false_skips_plan(store: TaskStore) -> None:
     assert not called
 
 
+async def test_claim_session_signalled_goes_straight_to_the_transaction(store: TaskStore) -> None:
+    # signalled=True (the worker was just woken by a claimable signal) may skip
+    # the probe: on an empty queue the transaction finds nothing, and nothing
+    # is claimed either way; with a task queued it is claimed as usual.
+    async def plan(draw: Any) -> list[Task]:
+        return await draw(None, 8)
+
+    empty = await store.claim_session(
+        queues=["default"], worker_id=W, names=None, plan=plan, signalled=True
+    )
+    assert not empty
+    task = await store.submit(name="x")
+    claimed = await store.claim_session(
+        queues=["default"], worker_id=W, names=None, plan=plan, signalled=True
+    )
+    assert [t.id for t in claimed or []] == [task.id]
+    assert (await store.get(task.id)).status == "running"  # type: ignore[union-attr]
+
+
+async def test_claim_session_single_draw(store: TaskStore) -> None:
+    tasks = [await store.submit(name="x") for _ in range(3)]
+
+    async def one(draw: Any) -> list[Task]:
+        return await draw(None, 2)
+
+    claimed = await store.claim_session(
+        queues=["default"], worker_id=W, names=None, plan=one, single_draw=True
+    )
+    assert sorted(t.id for t in claimed or []) == sorted(t.id for t in tasks[:2])
+
+    async def two(draw: Any) -> list[Task]:
+        first = await draw(None, 1)
+        return first + await draw(None, 1)
+
+    if not store.capabilities.single_draw_commits:
+        # The hint is ignored where the COMMIT does not travel with the draw.
+        again = await store.claim_session(
+            queues=["default"], worker_id=W, names=None, plan=two, single_draw=True
+        )
+        assert [t.id for t in again or []] == [tasks[2].id]
+        return
+    with pytest.raises(RuntimeError, match="more than once"):
+        await store.claim_session(
+            queues=["default"], worker_id=W, names=None, plan=two, single_draw=True
+        )
+    # The first draw committed with its statement: the row is claimed, and
+    # lease recovery brings it back; the connection is clean for the next claim.
+    assert (await store.get(tasks[2].id)).status == "running"  # type: ignore[union-attr]
+    assert await store.claim(queues=["default"], worker_id=W) == []
+
+
+async def test_claim_session_single_draw_plan_error_rolls_back(store: TaskStore) -> None:
+    task = await store.submit(name="x")
+
+    async def plan(draw: Any) -> None:
+        raise ValueError("before any draw")
+
+    for signalled in (False, True):
+        with pytest.raises(ValueError, match="before any draw"):
+            await store.claim_session(
+                queues=["default"],
+                worker_id=W,
+                names=None,
+                plan=plan,
+                signalled=signalled,
+                single_draw=True,
+            )
+    assert (await store.get(task.id)).status == "queued"  # type: ignore[union-attr]
+    assert [t.id for t in await store.claim(queues=["default"], worker_id=W)] == [task.id]
+
+
 # -- owned writes ----------------------------------------------------------------------------
 
 

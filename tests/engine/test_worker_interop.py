@@ -110,3 +110,33 @@ async def test_cairnq_worker_drains_engine_submissions(shared: Shared) -> None:
         i * 3 for i in range(9)
     ]
     assert sum(sizes) == 9 and max(sizes) <= 3
+
+
+async def test_calls_answered_across_sides(shared: Shared) -> None:
+    # call() from each side, its worker on the other. On Postgres the workers'
+    # idle polls are far apart, so each claim is woken by the caller's NOTIFY
+    # (the engine then claims without probing first) and each waiter by the
+    # worker's; on SQLite cairnq has no wakeups and polls.
+    postgres = isinstance(shared.engine.store, PostgresStore)
+    idle_ms = 600_000 if postgres else 20
+    engine_worker = Worker(shared.engine.store, ["engine"], concurrency=8, poll_interval_ms=idle_ms)
+    peer_worker = cairnq.Worker(
+        shared.peer.store, ["peer"], concurrency=8, poll_interval_ms=idle_ms
+    )
+
+    @engine_worker.task("add")
+    async def engine_add(ctx, payload):
+        return {"sum": payload["a"] + payload["b"], "by": "engine"}
+
+    @peer_worker.task("add")
+    async def peer_add(ctx, payload):
+        return {"sum": payload["a"] + payload["b"], "by": "peer"}
+
+    async with engine_worker.background(), peer_worker.background():
+        for i in range(5):
+            by_peer = await shared.engine.call("add", {"a": i, "b": 1}, queue="peer")
+            assert by_peer == {"sum": i + 1, "by": "peer"}
+            by_engine = await shared.peer.call(
+                "add", {"a": i, "b": 2}, queue="engine", timeout_ms=10_000
+            )
+            assert by_engine == {"sum": i + 2, "by": "engine"}
