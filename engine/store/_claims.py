@@ -199,16 +199,12 @@ class ClaimStore(OwnedWriteStore):
         if args.names == []:
             return None
         one_trip = single_draw and self.capabilities.single_draw_commits
+        probe = not (signalled and self.capabilities.signalled_claims_skip_probe)
         screened, set_aside = screen_plan(plan, top_up=not one_trip)
+        primitive = self._claim_session_one_draw if one_trip else self._claim_session
         try:
-            session = await self._claim_session(
-                args.queues,
-                args.worker_id,
-                args.lease_ms,
-                args.names,
-                screened,
-                signalled=signalled,
-                single_draw=single_draw,
+            session = await primitive(
+                args.queues, args.worker_id, args.lease_ms, args.names, screened, probe=probe
             )
         finally:
             await self._fail_undecodable(set_aside)
@@ -255,16 +251,30 @@ class ClaimStore(OwnedWriteStore):
         names: builtins.list[str] | None,
         plan: Plan[T],
         *,
-        signalled: bool = False,
-        single_draw: bool = False,
+        probe: bool,
     ) -> tuple[T, builtins.list[Task]] | None:
-        """Probe, then the dialect's transaction: recover leases, run ``plan``, COMMIT.
+        """The probe (when ``probe``), then the dialect's transaction: recover
+        leases, run ``plan``, COMMIT.
 
         Each draw validates ``limit`` (<= 0 or [] → no statement). Returns the
         plan's value and the rows lease recovery touched (the caller signals
-        them), or None when the probe found nothing. ``signalled`` and
-        ``single_draw`` as ``claim_session`` takes them (hints a dialect may ignore).
+        them), or None when the probe found nothing.
         """
+
+    async def _claim_session_one_draw(
+        self,
+        queues: builtins.list[str],
+        worker_id: str,
+        lease_ms: int,
+        names: builtins.list[str] | None,
+        plan: Plan[T],
+        *,
+        probe: bool,
+    ) -> tuple[T, builtins.list[Task]] | None:
+        """``_claim_session`` for a plan that draws once, its COMMIT sent with
+        the draw. Stores declaring ``capabilities.single_draw_commits`` only.
+        """
+        raise UnsupportedBackend(f"{self.dialect} sends no COMMIT with a draw")
 
     async def _fail_undecodable(self, tasks: builtins.list[Task]) -> None:
         """Fail, once and for good, claimed tasks whose payload or metadata cannot be decoded.

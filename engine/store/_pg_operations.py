@@ -274,10 +274,33 @@ class PostgresOperations(TaskStore):
         names: builtins.list[str] | None,
         plan: Plan[T],
         *,
-        signalled: bool = False,
-        single_draw: bool = False,
+        probe: bool,
     ) -> tuple[T, builtins.list[Task]] | None:
-        """The probe (skipped when ``signalled``), then one pipelined transaction.
+        return await self._claim_session_on(queues, worker_id, lease_ms, names, plan, probe, False)
+
+    async def _claim_session_one_draw(
+        self,
+        queues: builtins.list[str],
+        worker_id: str,
+        lease_ms: int,
+        names: builtins.list[str] | None,
+        plan: Plan[T],
+        *,
+        probe: bool,
+    ) -> tuple[T, builtins.list[Task]] | None:
+        return await self._claim_session_on(queues, worker_id, lease_ms, names, plan, probe, True)
+
+    async def _claim_session_on(
+        self,
+        queues: builtins.list[str],
+        worker_id: str,
+        lease_ms: int,
+        names: builtins.list[str] | None,
+        plan: Plan[T],
+        probe: bool,
+        single_draw: bool,
+    ) -> tuple[T, builtins.list[Task]] | None:
+        """The probe (when ``probe``), then one pipelined transaction.
 
         BEGIN and recovery travel with the first draw; with ``single_draw`` the
         COMMIT travels with it too (one round trip), else it follows the plan.
@@ -287,7 +310,7 @@ class PostgresOperations(TaskStore):
         """
 
         async def session(conn: Conn) -> tuple[T, builtins.list[Task]] | None:
-            if not signalled and not await self._probe_on(conn, queues, names):
+            if probe and not await self._probe_on(conn, queues, names):
                 return None
             committed = False
             try:

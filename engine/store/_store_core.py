@@ -38,6 +38,10 @@ class StoreCapabilities:
     #: (Postgres, ``_completing_claim_one_draw``): that draw cannot be topped up
     #: by a second one. Without it ``single_draw`` changes nothing.
     single_draw_commits: bool = False
+    #: A claim right after a claimable signal (``claim_session(signalled=True)``)
+    #: opens its transaction without the probe: the probe costs about what an
+    #: empty transaction costs (Postgres: a round trip and a large plan).
+    signalled_claims_skip_probe: bool = False
 
 
 #: What ``read_statement`` may run, on either dialect: these reads by name, and

@@ -98,7 +98,9 @@ class PostgresStore(PostgresOperations):
     text_refuses_nul = True
 
     dialect = "postgres"
-    capabilities = StoreCapabilities(completing_claim=True, single_draw_commits=True)
+    capabilities = StoreCapabilities(
+        completing_claim=True, single_draw_commits=True, signalled_claims_skip_probe=True
+    )
 
     def __init__(
         self,

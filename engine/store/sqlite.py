@@ -460,14 +460,13 @@ class SQLiteStore(SQLiteOperations):
         names: builtins.list[str] | None,
         plan: Plan[T],
         *,
-        signalled: bool = False,
-        single_draw: bool = False,
+        probe: bool,
     ) -> tuple[T, builtins.list[Task]] | None:
-        # Always probed: the probe is a read of microseconds here, and the wakes
-        # include every commit on the file (heartbeats too). One draw or many,
-        # the COMMIT is one hop to the writer thread.
+        # Probed after signals too (no signalled_claims_skip_probe): the probe is
+        # a read of microseconds here, and the wakes include every commit on the
+        # file (heartbeats too). One draw or many, the COMMIT is one writer hop.
         self._check_writable("claim_session")
-        if not await self._probe(queues, names):
+        if probe and not await self._probe(queues, names):
             return None
         await self._ready()
         with self._writer.in_flight():
