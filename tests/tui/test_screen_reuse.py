@@ -10,11 +10,14 @@ from typing import Any
 
 import pytest
 from console_states import demo_app, demo_rows, settle
-from textual.widgets import Button, Input, Label, Select, Static, TextArea
+from textual.widgets import Button, Collapsible, Input, Label, Select, Static, TextArea
 
+from cairnq_tui.messages import DetailRefreshed
 from cairnq_tui.screens.confirm import ConfirmScreen
+from cairnq_tui.screens.detail import TaskDetailScreen
 from cairnq_tui.screens.submit import SubmitScreen
 from cairnq_tui.widgets.keys_view import KeysView
+from cairnq_tui.widgets.tasks_view import TasksView
 from engine import SQLiteStore
 
 SIZE = (160, 50)
@@ -126,3 +129,46 @@ async def test_a_new_submit_after_a_replace_is_not_prefilled(demo_db: Path) -> N
         assert_blank(again)
         assert again.validate() is None  # no name yet
         assert again.prefill.replacing is None
+
+
+def shown(screen: TaskDetailScreen, part: str) -> str:
+    return str(screen.query_one(part, Static).render())
+
+
+async def test_a_reopened_task_detail_shows_nothing_of_the_last_task(demo_db: Path) -> None:
+    app = demo_app(demo_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(TasksView).table
+        keys = table.row_keys()
+        await pilot.press("enter")
+        await settle(pilot)
+        first = app.screen
+        assert isinstance(first, TaskDetailScreen) and first.task_id == keys[0]
+        assert keys[0] in shown(first, "#detail-title") and shown(first, "#fields")
+        a = first.detail
+        assert a is not None
+        first.query_one("#c-metadata", Collapsible).collapsed = False
+        await pilot.press("escape")
+        await settle(pilot)
+
+        app.open_task(keys[1])  # what enter on the second row does
+        again = app.screen
+        assert again is first  # reused, not built again
+        # Before its read has run: the new task's skeleton, nothing of the last one.
+        assert again.task_id == keys[1] and again.detail is None
+        assert "Loading" in shown(again, "#detail-title") and keys[1] in shown(
+            again, "#detail-title"
+        )
+        for part in ("#why", "#fields", "#lineage", "#attempts"):
+            assert shown(again, part) == "", part
+        assert again.query_one("#c-metadata", Collapsible).collapsed
+        await settle(pilot)
+        assert again.detail is not None and again.detail.task.id == keys[1]
+        assert keys[1] in shown(again, "#detail-title") and shown(again, "#fields")
+
+        # A read for the last open that arrives late is dropped.
+        again.post_message(DetailRefreshed(0.0, a, again.opened - 1))
+        await settle(pilot)
+        assert again.detail.task.id == keys[1]
+        assert keys[0] not in shown(again, "#detail-title")
