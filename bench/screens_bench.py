@@ -184,6 +184,8 @@ async def rounds(app: ConsoleApp, frames: Frames, count: int, hosted: bool) -> N
             await asyncio.sleep(0.1)
             for _ in range(3):  # the lightest press: the cursor one row on
                 table = app.screen.active_view().table  # type: ignore[attr-defined]
+                if table.row_count < 2:
+                    break  # (no rows to move over: --rate 0)
                 row = table.cursor_coordinate.row
                 key, to = ("down", row + 1) if row + 1 < table.row_count else ("up", row - 1)
                 await frames.press(pilot, key, "cursor", cursor_on(to))

@@ -188,17 +188,19 @@ class HostedWorker:
             exc = run.exception()
             if exc is not None:
                 self._error = f"{self.spec} stopped: {type(exc).__name__}: {exc}"
-        self._changed()
+        self._changed(settled=True)
 
-    def _changed(self) -> None:
+    def _changed(self, *, settled: bool = False) -> None:
         """Tell the listeners the new state (a control was given, or the run ended).
 
         The worker takes a control in at its loop's next step (``pause`` sets a
-        flag and wakes it), so its state is read again a few loop turns later,
-        until it differs from the state now or ``_CHANGE_WAIT_S`` has passed.
+        flag and wakes it), so unless the state is ``settled`` already (the run
+        ended) it is read again a few loop turns later, until it differs from
+        the state now or ``_CHANGE_WAIT_S`` has passed.
         """
         if self._listeners:
-            self._tell(self._status_now().state, time.monotonic() + _CHANGE_WAIT_S, 0)
+            until = time.monotonic() + (0.0 if settled else _CHANGE_WAIT_S)
+            self._tell(self._status_now().state, until, 0)
 
     def _tell(self, before: HostState, until: float, turns: int) -> None:
         if self._status_now().state == before and time.monotonic() < until:

@@ -240,7 +240,7 @@ class HostedView(DataView):
             # step (which that loop schedules as it takes the control in); the
             # second is queued behind that step.
             await self.host.statuses()
-            self.statuses = await self.host.statuses()
+            self.statuses = [self._newer(s) for s in await self.host.statuses()]
             self._draw_workers()
 
     def action_hosted_toggle_pause(self) -> None:
