@@ -33,7 +33,7 @@ from cairnq_tui.hosting import DEFAULT_GRACE_S, WorkerHost, quitting_notice
 from cairnq_tui.messages import ControlFinished, DatabaseWoke, DataMessage, StoreConnected
 from cairnq_tui.panels import PanelCommands
 from cairnq_tui.ports import Console
-from cairnq_tui.screens.detail import TaskDetailScreen
+from cairnq_tui.screens.detail import DETAIL_SCREEN, open_detail
 from cairnq_tui.screens.help import HelpScreen
 from cairnq_tui.screens.main import MainScreen
 from cairnq_tui.settings import (
@@ -393,7 +393,10 @@ class ConsoleApp(HistoryHost, App[None]):
         # On the dimmed widgets, not on the screens: a class on a screen restyles
         # every widget in it, and a database slow enough to make the rows stale
         # made the console slower still.
-        for screen in self.screen_stack:
+        screens = set(self.screen_stack)  # and the detail screen, kept when left
+        if self.is_screen_installed(DETAIL_SCREEN):
+            screens.add(self.get_screen(DETAIL_SCREEN))
+        for screen in screens:
             for widget in screen.query(STALE_DIMS):
                 widget.set_class(stale, "-stale")
 
@@ -491,10 +494,7 @@ class ConsoleApp(HistoryHost, App[None]):
         """Show the detail screen of a task (or of whatever ``follow_key`` points at)."""
         if task_id is None and follow_key is None:
             return
-        if isinstance(self.screen, TaskDetailScreen):
-            self.screen.show_task(task_id, follow_key=follow_key)
-        else:
-            self.push_screen(TaskDetailScreen(task_id, follow_key=follow_key))
+        open_detail(self, task_id, follow_key)
         self.refresh_now(force=True)
 
     def open_queue(self, queue: str) -> None:

@@ -65,6 +65,8 @@ class KeysRefreshed(DataMessage):
 @dataclass
 class DetailRefreshed(DataMessage):
     detail: TaskDetail | None
+    #: The detail screen's open the read was for (``TaskDetailScreen.opened``).
+    opened: int = 0
 
 
 @dataclass

@@ -56,6 +56,11 @@ class AppCalls(Protocol):
         callback: ScreenResultCallbackType[ResultT] | None = None,
     ) -> object: ...
 
+    def install_screen(self, screen: Screen[Any], name: str) -> None: ...
+
+    @property
+    def screen_stack(self) -> list[Screen[Any]]: ...
+
     def run_worker(
         self,
         work: Coroutine[Any, Any, ResultT],

@@ -15,16 +15,33 @@ from cairnq_tui.screens.submit import SubmitRequest, SubmitScreen
 from engine import AlreadyExists, TaskRef
 from engine.inspection import UndecodableJSON
 
+#: The name the one submit form is installed under.
+SUBMIT_SCREEN = "submit-form"
+
 
 class SubmitControls(WritePath):
     """Submit and replace."""
+
+    #: The submit form, built at the first open and reused.
+    _form: SubmitScreen | None = None
 
     def submit(self, prefill: SubmitRequest | None = None) -> None:
         """Open the submit dialog (``prefill`` for a replace)."""
         if not self._allowed():
             return
-        screen = SubmitScreen(names=self.app.names, queues=self.app.known_queues, prefill=prefill)
-        self.app.push_screen(screen, self._confirm_submit)
+        names, queues = self.app.names, self.app.known_queues
+        # One form per console, reopened (every field reset) rather than built
+        # anew: composing and styling it was most of an open's time. Installed,
+        # it stays mounted when dismissed.
+        form = self._form
+        if form is None:
+            form = self._form = SubmitScreen(names=names, queues=queues, prefill=prefill)
+            self.app.install_screen(form, SUBMIT_SCREEN)
+        elif form in self.app.screen_stack:
+            return  # open already
+        else:
+            form.reopen(names=names, queues=queues, prefill=prefill)
+        self.app.push_screen(form, self._confirm_submit)
 
     def replace(self, task_id: str, key: str | None = None) -> None:
         """Replace a keyed task: a new one under its key, its payload prefilled."""

@@ -43,6 +43,8 @@ STATUS_TIMEOUT_S = 0.25
 #: then expire and recovery requeues them, as after a crash).
 DEFAULT_GRACE_S = 3.0
 _TICK_S = 0.1
+#: How long a state change waits for the worker to take a control in before telling.
+_CHANGE_WAIT_S = 0.2
 _START_TIMEOUT_S = 60.0
 
 
@@ -53,6 +55,8 @@ class HostedStatus:
     ``loop_lag_ms`` is how late the hosted loop's 100 ms tick is: a handler that
     blocks its event loop (``time.sleep`` in an ``async def``) shows up here.
     ``stale`` marks a status that could not be refreshed because of such a block.
+    ``changes`` counts the hosted worker's state changes so far: of two statuses,
+    the one with more is the newer (a pushed change beats an older refresh).
     """
 
     spec: str
@@ -62,6 +66,7 @@ class HostedStatus:
     loop_lag_ms: int
     loads: int
     stale: bool = False
+    changes: int = 0
 
     @property
     def handles(self) -> frozenset[str]:
@@ -103,6 +108,9 @@ class HostedWorker:
         self._last_tick = time.monotonic()
         self._control: asyncio.Lock | None = None
         self._last = HostedStatus(str(spec), "starting", None, None, 0, 0)
+        #: Told each state change (on the hosted thread): see ``on_change``.
+        self._listeners: list[Callable[[HostedStatus], object]] = []
+        self._changes = 0
         #: The calls the last stop abandoned when its grace ran out (their tasks
         #: stay running until their leases end).
         self.left_running: tuple[CallSnapshot, ...] = ()
@@ -152,6 +160,7 @@ class HostedWorker:
             self._check_database(worker)
         except HostError as exc:
             self._error = str(exc)
+            self._changed()
             raise
         self._worker = worker
         self._loads += 1
@@ -172,19 +181,46 @@ class HostedWorker:
             return
         self._run = self._loop.create_task(self._worker.run())
         self._run.add_done_callback(self._ran)
+        self._changed()
 
     def _ran(self, run: asyncio.Task[None]) -> None:
-        if run.cancelled():
+        if not run.cancelled():
+            exc = run.exception()
+            if exc is not None:
+                self._error = f"{self.spec} stopped: {type(exc).__name__}: {exc}"
+        self._changed(settled=True)
+
+    def _changed(self, *, settled: bool = False) -> None:
+        """Tell the listeners the new state (a control was given, or the run ended).
+
+        The worker takes a control in at its loop's next step (``pause`` sets a
+        flag and wakes it), so unless the state is ``settled`` already (the run
+        ended) it is read again a few loop turns later, until it differs from
+        the state now or ``_CHANGE_WAIT_S`` has passed.
+        """
+        if self._listeners:
+            until = time.monotonic() + (0.0 if settled else _CHANGE_WAIT_S)
+            self._tell(self._status_now().state, until, 0)
+
+    def _tell(self, before: HostState, until: float, turns: int) -> None:
+        if self._status_now().state == before and time.monotonic() < until:
+            if turns < 8:  # the next few loop turns, then every few ms
+                self._loop.call_soon(self._tell, before, until, turns + 1)
+            else:
+                self._loop.call_later(0.005, self._tell, before, until, turns + 1)
             return
-        exc = run.exception()
-        if exc is not None:
-            self._error = f"{self.spec} stopped: {type(exc).__name__}: {exc}"
+        self._changes += 1
+        status = self._status_now()
+        for listener in list(self._listeners):
+            with contextlib.suppress(Exception):  # a listener's failure is its own
+                listener(status)
 
     async def _stop(self, grace_s: float | None) -> None:
         run = self._run
         if self._worker is None or run is None or run.done():
             return  # stop() now would make the next run() return at once
         self._worker.stop()
+        self._changed()  # draining
         try:
             await asyncio.wait_for(asyncio.shield(run), grace_s)
         except TimeoutError:
@@ -214,7 +250,13 @@ class HostedWorker:
         else:
             state = snapshot.state
         self._last = HostedStatus(
-            str(self.spec), state, self._error, snapshot, self._lag_ms(), self._loads
+            str(self.spec),
+            state,
+            self._error,
+            snapshot,
+            self._lag_ms(),
+            self._loads,
+            changes=self._changes,
         )
         return self._last
 
@@ -224,6 +266,19 @@ class HostedWorker:
         return self._worker
 
     # -- public controls (any thread / any loop) -----------------------------------------
+
+    def on_change(self, listener: Callable[[HostedStatus], object]) -> Callable[[], None]:
+        """Call ``listener(status)`` on every state change, as it happens; returns the
+        call that stops it.
+
+        The listener runs on the hosted thread, so it must only hand the status
+        over (Textual's ``post_message`` is safe from any thread). Changes are
+        told when a control takes effect (pause, resume, a drain starting, a
+        start) and when the run ends (stopped, failed), without waiting for the
+        console's next status read.
+        """
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
 
     def start(self) -> None:
         """Start the thread, import the module and start the worker (blocking).
@@ -268,6 +323,7 @@ class HostedWorker:
 
         async def pause() -> None:
             self._require().pause()
+            self._changed()
 
         await self._controlled(pause)
 
@@ -280,6 +336,7 @@ class HostedWorker:
 
         async def resume() -> None:
             self._require().resume()
+            self._changed()
 
         await self._controlled(resume)
 
@@ -431,6 +488,16 @@ class WorkerHost:
             if str(hosted.spec) == spec:
                 return hosted
         raise KeyError(spec)
+
+    def on_change(self, listener: Callable[[HostedStatus], object]) -> Callable[[], None]:
+        """``HostedWorker.on_change`` for every hosted worker; returns the call that stops it."""
+        stops = [w.on_change(listener) for w in self.workers]
+
+        def stop() -> None:
+            for each in stops:
+                each()
+
+        return stop
 
     async def statuses(self) -> list[HostedStatus]:
         """Every hosted worker's status, in ``--worker`` order."""

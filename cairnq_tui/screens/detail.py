@@ -3,17 +3,25 @@
 Opened on a task id, or on a key (after a replace): then every refresh resolves
 the key anew, so the screen follows the key to the new task. The lease
 countdown is redrawn every second from the clock between refreshes.
+
+One detail screen is built per console and reused (``open_detail``): composing
+it (four JSON trees in collapsibles) was most of the time between ``enter`` and
+the screen on screen. Each open clears what the last one showed, draws a
+"Loading" skeleton at once and fills it when the refresh worker's read comes
+back; a read started for an earlier open is dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Collapsible, Header, Static
 
 from cairnq_tui import keymap
@@ -39,6 +47,8 @@ from engine import Task
 from engine.inspection import TaskDetail
 
 JSON_FIELDS = ("payload", "result", "error", "metadata")
+#: The name the one detail screen is installed under.
+DETAIL_SCREEN = "task-detail"
 
 
 def _when(ms: int | None, now: int) -> Text:
@@ -60,6 +70,9 @@ class TaskDetailScreen(DataNode, Screen[None]):
         self.missing = False
         self.hosted: list[HostedStatus] = []  # what hosted workers say (--worker)
         self.seen: list[SeenFailure] = []  # failed attempts the recorder saw
+        #: Counts the tasks shown: a read started for an earlier one is dropped.
+        self.opened = 0
+        self._ticker: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -76,6 +89,10 @@ class TaskDetailScreen(DataNode, Screen[None]):
         yield KeyFooter()
 
     def on_mount(self) -> None:
+        self._ticker = self.set_interval(1.0, self.draw)
+        self.draw()
+
+    def on_screen_resume(self) -> None:
         console = self.console
         bar = self.query_one(StatusBar)
         main_bar = console.status_bar()
@@ -86,38 +103,60 @@ class TaskDetailScreen(DataNode, Screen[None]):
                 main_bar.versions,
             )
         bar.read_only = console.read_only
-        self.set_interval(1.0, self.draw)
-        self.draw()
+        if self._ticker is not None:
+            self._ticker.resume()
+
+    def on_screen_suspend(self) -> None:
+        if self._ticker is not None:
+            self._ticker.pause()  # nothing to count down while another screen is shown
 
     def _hosted_reasons(self, task: Task) -> list[str]:
         return [clean(r) for r in hosted_reasons(task.name, task.queue, task.status, self.hosted)]
 
     def show_task(self, task_id: str | None, *, follow_key: str | None = None) -> None:
-        """Switch to another task (or key) without stacking another screen."""
+        """Show another task (or key): nothing of the last one stays on screen."""
         self.task_id, self.follow_key = task_id, follow_key
         self.detail = None
+        self.missing = False
+        self.hosted = []
         self.seen = []
+        self.opened += 1
+        if not self.is_mounted:
+            return  # composed empty
+        for part in ("#why", "#fields", "#lineage", "#attempts"):
+            self.query_one(part, Static).update("")
+        for name in JSON_FIELDS:
+            self.query_one(f"#json-{name}", JsonTree).blank()
+            self.query_one(f"#c-{name}", Collapsible).collapsed = name == "metadata"
+        self.query_one("#detail", VerticalScroll).scroll_home(animate=False)
         self.draw()
 
     # -- refresh ------------------------------------------------------------------------------
 
     def refresh_data(self) -> None:
-        task_id, follow_key = self.task_id, self.follow_key
-        self.start_read(lambda: self.read_task(task_id, follow_key))
+        task_id, follow_key, opened = self.task_id, self.follow_key, self.opened
+        self.start_read(lambda: self.read_task(task_id, follow_key, opened))
 
-    async def read_task(self, task_id: str | None, follow_key: str | None) -> DetailRefreshed:
+    async def read_task(
+        self, task_id: str | None, follow_key: str | None, opened: int = 0
+    ) -> DetailRefreshed:
         console = self.console
         if follow_key is not None:
             task = await console.client.get_by_key(follow_key)
             task_id = task.id if task is not None else task_id
         detail = await console.inspector.task_detail(task_id) if task_id else None
-        if console.host:
-            self.hosted = await console.host.statuses()
+        hosted = await console.host.statuses() if console.host else []
+        seen: list[SeenFailure] = []
         if console.history is not None and detail is not None:
-            self.seen = await asyncio.to_thread(console.history.file.attempts, detail.task.id)
-        return DetailRefreshed(0.0, detail)
+            seen = await asyncio.to_thread(console.history.file.attempts, detail.task.id)
+        if opened == self.opened:  # (else another task is shown now)
+            self.hosted, self.seen = hosted, seen
+        return DetailRefreshed(0.0, detail, opened)
 
     def on_detail_refreshed(self, message: DetailRefreshed) -> None:
+        if message.opened != self.opened:
+            self.drawn(message, draw=False)  # read for a task no longer shown
+            return
         self.missing = message.detail is None
         if message.detail is not None:
             self.detail = message.detail
@@ -231,3 +270,23 @@ class TaskDetailScreen(DataNode, Screen[None]):
             self.app.notify("Replace works on a task that a key points at.", severity="warning")
             return
         self.console.controls.replace(self.detail.task.id, self.detail.keys[0])
+
+
+def open_detail(app: App[Any], task_id: str | None, follow_key: str | None = None) -> None:
+    """Show ``task_id`` (or what ``follow_key`` points at) on the console's one detail screen.
+
+    Built at the first open and installed, so it stays mounted when left: later
+    opens only clear and refill it. Already in the stack (under a dialog), it
+    comes back to the top rather than being stacked twice.
+    """
+    if not app.is_screen_installed(DETAIL_SCREEN):
+        app.install_screen(TaskDetailScreen(task_id, follow_key=follow_key), DETAIL_SCREEN)
+        app.push_screen(DETAIL_SCREEN)
+        return
+    screen = app.get_screen(DETAIL_SCREEN, TaskDetailScreen)
+    screen.show_task(task_id, follow_key=follow_key)
+    if screen in app.screen_stack:
+        while app.screen is not screen:
+            app.pop_screen()
+    else:
+        app.push_screen(screen)

@@ -8,6 +8,8 @@ app refreshes whichever tab is visible.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Header, TabbedContent, TabPane
@@ -15,6 +17,7 @@ from textual.widgets import Header, TabbedContent, TabPane
 from cairnq_tui.messages import StoreConnected
 from cairnq_tui.widgets.calls_view import CallsView
 from cairnq_tui.widgets.errors_view import ErrorsView
+from cairnq_tui.widgets.hosted_view import HostedChanged, HostedView
 from cairnq_tui.widgets.key_footer import KeyFooter
 from cairnq_tui.widgets.keys_view import KeysView
 from cairnq_tui.widgets.leases_view import LeasesView
@@ -58,8 +61,12 @@ class MainScreen(ConsoleNode, Screen[None]):
         #: and a view switch would otherwise run several.
         self._tabs: TabbedContent | None = None
         self._views: dict[str, DataView] = {}
+        self._stop_listening: Callable[[], None] | None = None
 
     def on_mount(self) -> None:
+        host = self.console.host
+        if host:  # hosted workers push their state changes: the strip shows them at once
+            self._stop_listening = host.on_change(lambda s: self.post_message(HostedChanged(s)))
         self._tabs = self.query_one("#views", TabbedContent)
         self._views = {name: self.query_one(f"#{name}-view", DataView) for name in VIEWS}
         console = self.console
@@ -73,6 +80,16 @@ class MainScreen(ConsoleNode, Screen[None]):
         bar.target_name = settings.name or ""
         bar.danger = settings.danger
         bar.state = console.refresh_state()
+
+    def on_unmount(self) -> None:
+        if self._stop_listening is not None:
+            self._stop_listening()
+            self._stop_listening = None
+
+    def on_hosted_changed(self, message: HostedChanged) -> None:
+        for view in self._views.values():
+            if isinstance(view, HostedView):
+                view.status_changed(message.status)
 
     def active_view(self) -> DataView | None:
         """The visible view, or None while the screen is still being composed."""

@@ -82,7 +82,14 @@ def _int(text: str, what: str, minimum: int | None = None) -> int:
 
 
 class SubmitScreen(ModalScreen[SubmitRequest | None]):
-    """Fields for every submit option; returns a ``SubmitRequest`` or None."""
+    """Fields for every submit option; returns a ``SubmitRequest`` or None.
+
+    Built once per console and reused (``reopen``): composing and styling its
+    widgets was most of the time between ``n`` and the form on screen. Every
+    open fills every field, the payload editor's text and edit history, the
+    errors, the focus and the scroll position anew, so a reopened form is the
+    same as a new one.
+    """
 
     BINDINGS = keymap.SUBMIT
 
@@ -94,69 +101,55 @@ class SubmitScreen(ModalScreen[SubmitRequest | None]):
         prefill: SubmitRequest | None = None,
     ) -> None:
         super().__init__()
+        self.names: list[str] = []
+        self.queues: list[str] = []
+        self.prefill = SubmitRequest(name="", payload={})
+        #: True once the fresh read of names and queues is in the fields.
+        self.completions_read = False
+        self.reopen(names=names, queues=queues, prefill=prefill)
+
+    def reopen(
+        self,
+        *,
+        names: list[str],
+        queues: list[str],
+        prefill: SubmitRequest | None = None,
+    ) -> None:
+        """Make the form a fresh one for this open: ``prefill``'s values (a replace), else blank."""
         self.names = list(names)
         self.queues = list(queues)
         self.prefill = prefill or SubmitRequest(name="", payload={})
-        #: True once the fresh read of names and queues is in the fields.
         self.completions_read = False
+        if self.is_mounted:
+            self._fill()
 
     def compose(self) -> ComposeResult:
-        p = self.prefill
-        title = f"Replace {p.replacing} (key {quoted(p.key)})" if p.replacing else "Submit a task"
+        # The fields are composed empty; ``_fill`` gives them this open's values.
         with VerticalScroll(classes="dialog submit"):
-            yield Label(Text(title, style="bold"), classes="dialog-title")
+            yield Label("", classes="dialog-title")
             yield Field(
                 "Task name (tab completes a known name)",
-                Input(
-                    p.name,
-                    placeholder="e.g. send_email",
-                    id="name",
-                    suggester=SuggestFromList(self.names, case_sensitive=True),
-                ),
+                Input(placeholder="e.g. send_email", id="name"),
             )
             yield Label("Payload (JSON; empty means {})")
-            # A new task's editor starts empty, not "{}": typing there gave `{...}{}`.
-            text = "" if p.payload == {} else json.dumps(p.payload, indent=2, ensure_ascii=False)
-            yield TextArea(text, id="payload", placeholder="{}")
+            yield TextArea("", id="payload", placeholder="{}")
             yield Static("", id="payload-error", classes="error")
             with Horizontal(classes="row"):
-                yield Field(
-                    "Key (optional)",
-                    Input(p.key or "", placeholder="none", id="key", disabled=bool(p.replacing)),
-                )
+                yield Field("Key (optional)", Input(placeholder="none", id="key"))
                 yield Field(
                     "If the key holds a task",
                     Select(
                         [(c, c) for c in CONFLICTS],
-                        value=p.conflict,
+                        value="reuse",
                         allow_blank=False,
                         id="conflict",
-                        disabled=bool(p.replacing),
                     ),
                 )
             with Horizontal(classes="row"):
-                yield Field(
-                    "Queue",
-                    Input(
-                        p.queue,
-                        placeholder="default",
-                        id="queue",
-                        suggester=SuggestFromList(self.queues, case_sensitive=True),
-                    ),
-                )
-                yield Field("Priority", Input(str(p.priority), placeholder="0", id="priority"))
-                yield Field(
-                    "Delay (e.g. 30s)",
-                    Input(
-                        f"{p.delay_ms / 1000:g}s" if p.delay_ms else "0",
-                        placeholder="0",
-                        id="delay",
-                    ),
-                )
-                yield Field(
-                    "Max attempts",
-                    Input(str(p.max_attempts), placeholder="3", id="max_attempts"),
-                )
+                yield Field("Queue", Input(placeholder="default", id="queue"))
+                yield Field("Priority", Input(placeholder="0", id="priority"))
+                yield Field("Delay (e.g. 30s)", Input(placeholder="0", id="delay"))
+                yield Field("Max attempts", Input(placeholder="3", id="max_attempts"))
             yield Static("", id="form-error", classes="error")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Submit…", variant="primary", id="submit")
@@ -164,11 +157,50 @@ class SubmitScreen(ModalScreen[SubmitRequest | None]):
         yield KeyFooter()
 
     def on_mount(self) -> None:
-        self.query_one("#name", Input).focus()
-        self.validate()
+        self._fill()
+
+    def on_screen_resume(self) -> None:
         self.read_completions()
 
-    @work(group="completions", exit_on_error=False)
+    def _fill(self) -> None:
+        """Every field from ``self.prefill``, as a newly composed form would have it."""
+        p = self.prefill
+        title = f"Replace {p.replacing} (key {quoted(p.key)})" if p.replacing else "Submit a task"
+        self.query_one(".dialog-title", Label).update(Text(title, style="bold"))
+        values = {
+            "name": p.name,
+            "key": p.key or "",
+            "queue": p.queue,
+            "priority": str(p.priority),
+            "delay": f"{p.delay_ms / 1000:g}s" if p.delay_ms else "0",
+            "max_attempts": str(p.max_attempts),
+        }
+        for field, value in values.items():
+            widget = self.query_one(f"#{field}", Input)
+            widget.value = value
+            widget.cursor_position = len(value)
+        self.query_one("#key", Input).disabled = bool(p.replacing)
+        conflict = self.query_one("#conflict", Select)
+        conflict.value = p.conflict
+        conflict.disabled = bool(p.replacing)
+        self._suggest()
+        # A new task's editor starts empty, not "{}": typing there gave `{...}{}`.
+        text = "" if p.payload == {} else json.dumps(p.payload, indent=2, ensure_ascii=False)
+        editor = self.query_one("#payload", TextArea)
+        editor.load_text(text)  # (and forgets the last open's undo history)
+        editor.move_cursor((0, 0))
+        editor.scroll_home(animate=False)
+        self.query_one(VerticalScroll).scroll_home(animate=False)
+        self.query_one("#name", Input).focus()
+        self.validate()
+
+    def _suggest(self) -> None:
+        self.query_one("#name", Input).suggester = SuggestFromList(self.names, case_sensitive=True)
+        self.query_one("#queue", Input).suggester = SuggestFromList(
+            self.queues, case_sensitive=True
+        )
+
+    @work(group="completions", exclusive=True, exit_on_error=False)
     async def read_completions(self) -> None:
         """Names and queues as they are now (tasks submitted since connect, hosted workers)."""
         names, queues = await console_of(self.app).read_completions()
@@ -178,10 +210,7 @@ class SubmitScreen(ModalScreen[SubmitRequest | None]):
         """Complete from ``names`` and ``queues`` too."""
         self.names = sorted({*self.names, *names})
         self.queues = sorted({*self.queues, *queues})
-        self.query_one("#name", Input).suggester = SuggestFromList(self.names, case_sensitive=True)
-        self.query_one("#queue", Input).suggester = SuggestFromList(
-            self.queues, case_sensitive=True
-        )
+        self._suggest()
         self.completions_read = True
 
     def on_key(self, event: events.Key) -> None:

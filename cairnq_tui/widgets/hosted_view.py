@@ -19,6 +19,7 @@ from typing import Any
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.widgets import Static
 
 from cairnq_tui import keymap
@@ -52,6 +53,13 @@ class HostedRefreshed(DataMessage):
     statuses: list[HostedStatus]
     waits: list[WaitSnapshot] = field(default_factory=list)
     backlog: dict[str, CappedCount] = field(default_factory=dict)
+
+
+@dataclass
+class HostedChanged(Message):
+    """A hosted worker's state changed (pushed by the host from its thread)."""
+
+    status: HostedStatus
 
 
 def drain_waits(snapshot: WorkerSnapshot, now_ms: int) -> str:
@@ -120,6 +128,8 @@ class HostedView(DataView):
         self.statuses: list[HostedStatus] = []
         self.waits: list[WaitSnapshot] = []
         self.backlog: dict[str, CappedCount] = {}
+        #: The last state change each hosted worker pushed (``status_changed``).
+        self._pushed: dict[str, HostedStatus] = {}
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="hosted-workers")
@@ -149,8 +159,21 @@ class HostedView(DataView):
                 counts[name] = count
         return counts
 
+    def status_changed(self, status: HostedStatus) -> None:
+        """A hosted worker's state changed: show it in the strip now, not at the next tick."""
+        self._pushed[status.spec] = status
+        if any(s.spec == status.spec for s in self.statuses):
+            self.statuses = [self._newer(s) for s in self.statuses]
+            self._draw_workers()
+
+    def _newer(self, status: HostedStatus) -> HostedStatus:
+        """``status``, or the change pushed since it was read."""
+        pushed = self._pushed.get(status.spec)
+        return pushed if pushed is not None and pushed.changes > status.changes else status
+
     def on_hosted_refreshed(self, message: HostedRefreshed) -> None:
-        self.statuses = message.statuses
+        # A refresh read before a change that was pushed meanwhile does not undo it.
+        self.statuses = [self._newer(s) for s in message.statuses]
         self.waits = message.waits
         self.backlog = message.backlog
         self._draw_workers()
@@ -217,7 +240,7 @@ class HostedView(DataView):
             # step (which that loop schedules as it takes the control in); the
             # second is queued behind that step.
             await self.host.statuses()
-            self.statuses = await self.host.statuses()
+            self.statuses = [self._newer(s) for s in await self.host.statuses()]
             self._draw_workers()
 
     def action_hosted_toggle_pause(self) -> None:

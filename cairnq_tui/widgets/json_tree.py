@@ -69,6 +69,12 @@ class JsonTree(Tree[Any]):
         self.show_root = False
         self.guide_depth = 3
 
+    def blank(self) -> None:
+        """Show nothing, as when new (the next ``show`` builds the tree whatever its value)."""
+        self._value = object()
+        self.clear()
+        self.call_after_refresh(self._fit)
+
     def show(self, value: Any) -> None:
         """Display ``value`` (JSON-decoded); nothing happens if it did not change."""
         if value == self._value and type(value) is type(self._value):

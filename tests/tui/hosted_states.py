@@ -227,6 +227,9 @@ class StillHost:
     async def statuses(self) -> list[HostedStatus]:
         return [self.status]
 
+    def on_change(self, listener: Any) -> Any:
+        return lambda: None  # a still worker never changes
+
 
 def backlog_rows() -> list[dict[str, Any]]:
     """Queued tasks of the demo's names, ``BACKLOG`` of each, due a few seconds ago."""

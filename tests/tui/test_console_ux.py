@@ -358,3 +358,28 @@ async def test_drain_shows_draining_while_its_calls_still_run(
 def strip(app: Any) -> str:
     view = app.screen.active_view()
     return str(view.query_one(".hosted-workers", Static).render())
+
+
+async def test_a_state_change_the_console_did_not_ask_for_shows_without_a_refresh(
+    hosted: tuple[str, WorkerHost, TaskStore],
+) -> None:
+    import asyncio
+    import time
+
+    _, host, store = hosted
+    app = console(store, host)  # refresh_s=3600: no tick comes to show anything
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("6")
+        await until(pilot, lambda: "running" in strip(app), "the worker running")
+        await pilot.press("p")  # paused: not even a database signal refreshes
+        await settle(pilot)
+        ticks = app.ticks
+        hosted_worker = host.workers[0]
+        for control, state in ((hosted_worker.pause, "paused"), (hosted_worker.drain, "stopped")):
+            await control()  # from outside the console: no control of its own, no refresh
+            deadline = time.monotonic() + 15
+            while state not in strip(app) and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            assert state in strip(app), strip(app)
+        assert app.ticks == ticks  # shown by the pushed change, not by a refresh
