@@ -203,9 +203,7 @@ class ClaimStore(OwnedWriteStore):
         screened, set_aside = screen_plan(plan, top_up=not one_trip)
         primitive = self._claim_session_one_draw if one_trip else self._claim_session
         try:
-            session = await primitive(
-                args.queues, args.worker_id, args.lease_ms, args.names, screened, probe=probe
-            )
+            session = await primitive(args, screened, probe=probe)
         finally:
             await self._fail_undecodable(set_aside)
         if session is None:
@@ -244,14 +242,7 @@ class ClaimStore(OwnedWriteStore):
 
     @abc.abstractmethod
     async def _claim_session(
-        self,
-        queues: builtins.list[str],
-        worker_id: str,
-        lease_ms: int,
-        names: builtins.list[str] | None,
-        plan: Plan[T],
-        *,
-        probe: bool,
+        self, args: ClaimArgs, plan: Plan[T], *, probe: bool
     ) -> tuple[T, builtins.list[Task]] | None:
         """The probe (when ``probe``), then the dialect's transaction: recover
         leases, run ``plan``, COMMIT.
@@ -262,14 +253,7 @@ class ClaimStore(OwnedWriteStore):
         """
 
     async def _claim_session_one_draw(
-        self,
-        queues: builtins.list[str],
-        worker_id: str,
-        lease_ms: int,
-        names: builtins.list[str] | None,
-        plan: Plan[T],
-        *,
-        probe: bool,
+        self, args: ClaimArgs, plan: Plan[T], *, probe: bool
     ) -> tuple[T, builtins.list[Task]] | None:
         """``_claim_session`` for a plan that draws once, its COMMIT sent with
         the draw. Stores declaring ``capabilities.single_draw_commits`` only.

@@ -267,38 +267,17 @@ class PostgresOperations(TaskStore):
         return _sql(name), params
 
     async def _claim_session(
-        self,
-        queues: builtins.list[str],
-        worker_id: str,
-        lease_ms: int,
-        names: builtins.list[str] | None,
-        plan: Plan[T],
-        *,
-        probe: bool,
+        self, args: ClaimArgs, plan: Plan[T], *, probe: bool
     ) -> tuple[T, builtins.list[Task]] | None:
-        return await self._claim_session_on(queues, worker_id, lease_ms, names, plan, probe, False)
+        return await self._claim_session_on(args, plan, probe, single_draw=False)
 
     async def _claim_session_one_draw(
-        self,
-        queues: builtins.list[str],
-        worker_id: str,
-        lease_ms: int,
-        names: builtins.list[str] | None,
-        plan: Plan[T],
-        *,
-        probe: bool,
+        self, args: ClaimArgs, plan: Plan[T], *, probe: bool
     ) -> tuple[T, builtins.list[Task]] | None:
-        return await self._claim_session_on(queues, worker_id, lease_ms, names, plan, probe, True)
+        return await self._claim_session_on(args, plan, probe, single_draw=True)
 
     async def _claim_session_on(
-        self,
-        queues: builtins.list[str],
-        worker_id: str,
-        lease_ms: int,
-        names: builtins.list[str] | None,
-        plan: Plan[T],
-        probe: bool,
-        single_draw: bool,
+        self, args: ClaimArgs, plan: Plan[T], probe: bool, *, single_draw: bool
     ) -> tuple[T, builtins.list[Task]] | None:
         """The probe (when ``probe``), then one pipelined transaction.
 
@@ -310,7 +289,7 @@ class PostgresOperations(TaskStore):
         """
 
         async def session(conn: Conn) -> tuple[T, builtins.list[Task]] | None:
-            if probe and not await self._probe_on(conn, queues, names):
+            if probe and not await self._probe_on(conn, args.queues, args.names):
                 return None
             committed = False
             try:
@@ -324,7 +303,9 @@ class PostgresOperations(TaskStore):
                         nonlocal committed
                         if committed:
                             raise RuntimeError("a single_draw plan drew more than once")
-                        stmt = self._draw_statement(queues, worker_id, lease_ms, draw_names, limit)
+                        stmt = self._draw_statement(
+                            args.queues, args.worker_id, args.lease_ms, draw_names, limit
+                        )
                         if stmt is None:
                             return []
                         cur = await conn.execute(*stmt)

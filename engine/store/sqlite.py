@@ -453,24 +453,17 @@ class SQLiteStore(SQLiteOperations):
         self._writer.refresh_statistics_if_due()
 
     async def _claim_session(
-        self,
-        queues: builtins.list[str],
-        worker_id: str,
-        lease_ms: int,
-        names: builtins.list[str] | None,
-        plan: Plan[T],
-        *,
-        probe: bool,
+        self, args: ClaimArgs, plan: Plan[T], *, probe: bool
     ) -> tuple[T, builtins.list[Task]] | None:
         # Probed after signals too (no signalled_claims_skip_probe): the probe is
         # a read of microseconds here, and the wakes include every commit on the
         # file (heartbeats too). One draw or many, the COMMIT is one writer hop.
         self._check_writable("claim_session")
-        if probe and not await self._probe(queues, names):
+        if probe and not await self._probe(args.queues, args.names):
             return None
         await self._ready()
         with self._writer.in_flight():
-            return await self._run_session(queues, worker_id, lease_ms, plan)
+            return await self._run_session(args.queues, args.worker_id, args.lease_ms, plan)
 
     async def _run_session(
         self,
