@@ -171,9 +171,9 @@ class SettleQueue:
         if not settles:
             return await self._complete_many(task_ids), {}
         if not task_ids:
-            return set(), await self._settle_each(settles)
+            return set(), await self._store.settle_each(settles)
         many = asyncio.ensure_future(self._complete_many(task_ids))
-        rows = await self._settle_each(settles)
+        rows = await self._store.settle_each(settles)
         try:
             settled = await many
         except Exception as exc:
@@ -201,26 +201,12 @@ class SettleQueue:
             return set()
         return {task_id}
 
-    async def _settle_each(self, settles: list[OwnedSettle]) -> dict[str, SettleOutcome]:
-        outcomes = await asyncio.gather(
-            *(self._store.settle_alone(s) for s in settles), return_exceptions=True
-        )
-        rows: dict[str, SettleOutcome] = {}
-        for settle, outcome in zip(settles, outcomes, strict=True):
-            if isinstance(outcome, LostLease):
-                rows[settle.task_id] = None
-            elif isinstance(outcome, Task | Exception):
-                rows[settle.task_id] = outcome
-            else:
-                raise outcome  # cancelled
-        return rows
-
     async def _write_apart(self, pending: list[_Entry]) -> None:
         """Each task's settlement on its own; a caller fails only if one of its own did."""
         try:
             for e in pending:
                 if e.settle is not None:
-                    rows = await self._settle_each([e.settle])
+                    rows = await self._store.settle_each([e.settle])
                     if not e.future.done():
                         self._answer([e], (set(), rows))
                     continue

@@ -356,7 +356,7 @@ class ClaimStore(OwnedWriteStore):
         try:
             if args.names == [] or (probe and not await self._probe(args.queues, args.names)):
                 settled = await self._settle_alone(ids, args.worker_id)
-                written = await self._settles_alone(owned)
+                written = await self.settle_each(owned)
                 return CompletingClaim(settled, None, None, written=written)
             primitive = (
                 self._completing_claim_one_draw if commit_with_draw else self._completing_claim
@@ -367,7 +367,7 @@ class ClaimStore(OwnedWriteStore):
                 # (and raise if it was their own statement that failed, before
                 # any settlement was written), then each settlement alone.
                 settled = await self._settle_alone(ids, args.worker_id)
-                written = await self._settles_alone(owned)
+                written = await self.settle_each(owned)
                 # A settlement refused alone explains the failure: its caller
                 # hears of it, and the claim itself is not to blame.
                 refused = any(isinstance(w, Exception) for w in written.values())
@@ -434,8 +434,9 @@ class ClaimStore(OwnedWriteStore):
         self._after_write(task)
         return task
 
-    async def _settles_alone(self, owned: builtins.list[OwnedSettle]) -> dict[str, SettleOutcome]:
-        """Each settlement written alone (together, through group commit); what became of each."""
+    async def settle_each(self, owned: builtins.list[OwnedSettle]) -> dict[str, SettleOutcome]:
+        """Each settlement written alone (together, through group commit); what became of each:
+        its row, None for a lease lost, or the exception that refused it."""
         if not owned:
             return {}
         outcomes = await asyncio.gather(
