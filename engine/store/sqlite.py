@@ -43,7 +43,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, NoReturn, TypeVar, cast
 
 from engine import _json, _rules
 from engine._errors import StoreClosed, StoreLocked, StoreUnavailable
@@ -343,10 +343,14 @@ class SQLiteStore(SQLiteOperations):
         try:
             yield
         except sqlite3.Error as exc:
-            fault = sqlite_fault(exc, self._path, self._busy_timeout_ms)
-            if fault is None:
-                raise
-            raise fault from exc
+            self._raise_fault(exc)
+
+    def _raise_fault(self, exc: sqlite3.Error) -> NoReturn:
+        """Raise ``exc`` as its engine error (``_faults.sqlite_fault``), or as it is."""
+        fault = sqlite_fault(exc, self._path, self._busy_timeout_ms)
+        if fault is None:
+            raise exc
+        raise fault from exc
 
     async def _retrying(self, fn: Callable[..., R], *args: Any, commits: bool = True) -> R:
         """Run ``fn(raw, *args)`` on the writer connection (``SQLiteWriter.run``).
@@ -370,10 +374,7 @@ class SQLiteStore(SQLiteOperations):
                 rows = reader.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
                 if not sync.is_busy(exc):
-                    fault = sqlite_fault(exc, self._path, self._busy_timeout_ms)
-                    if fault is None:
-                        raise
-                    raise fault from exc
+                    self._raise_fault(exc)
             finally:
                 self._reader_lock.release()
             if rows is not None:
@@ -388,10 +389,7 @@ class SQLiteStore(SQLiteOperations):
         try:  # _faults() inline: this is every single-statement write's path
             return await self._writer.write(sql, params)
         except sqlite3.Error as exc:
-            fault = sqlite_fault(exc, self._path, self._busy_timeout_ms)
-            if fault is None:
-                raise
-            raise fault from exc
+            self._raise_fault(exc)
 
     # -- reads -----------------------------------------------------------------------
 
