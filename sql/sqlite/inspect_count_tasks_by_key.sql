@@ -8,7 +8,7 @@ from (
     from cairnq_task_keys k
     join cairnq_tasks t on t.id = k.task_id
     where k.key >= :key_from
-      and (:key_to is null or k.key < :key_to)
+      and k.key < coalesce(:key_to, x'') -- x'' (a BLOB) sorts after every text: open
       and (:status is null or t.status = :status)
       and (:queue is null or t.queue = :queue)
       and (:name is null or t.name = :name)

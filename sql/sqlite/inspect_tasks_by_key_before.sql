@@ -1,7 +1,9 @@
 -- inspect_tasks_by_key_before: a page of tasks whose key starts with a prefix,
 -- in reverse key order, before a cursor (the caller reverses it). The prefix is a range seek on
 -- cairnq_task_keys' primary key walked in order, each key joined to its task by id:
--- one page costs about one page of keys, never a scan of cairnq_tasks.
+-- one page costs about one page of keys, never a scan of cairnq_tasks. An open
+-- bound (NULL) is still a range the seek takes: x'' (a BLOB) sorts after every
+-- text, so one plan serves every value. The filters are checked on the joined rows.
 -- Params: :key_from, :key_to (the prefix as a range; :key_to NULL = open);
 -- :status, :queue, :name (NULL = any); :before_key (the cursor, NULL = from the last); :limit.
 select t.id, t.name, t.queue, t.status, t.attempt, t.max_attempts, t.priority, t.worker_id,
@@ -10,10 +12,9 @@ select t.id, t.name, t.queue, t.status, t.attempt, t.max_attempts, t.priority, t
 from cairnq_task_keys k
 join cairnq_tasks t on t.id = k.task_id
 where k.key >= :key_from
-  and (:key_to is null or k.key < :key_to)
+  and k.key < min(coalesce(:key_to, x''), coalesce(:before_key, x''))
   and (:status is null or t.status = :status)
   and (:queue is null or t.queue = :queue)
   and (:name is null or t.name = :name)
-  and (:before_key is null or k.key < :before_key)
 order by k.key desc
 limit :limit;

@@ -13,7 +13,8 @@ where id in (
     select window_ids.id
     from (
         select id from cairnq_tasks
-        where (:after_id is null or id > :after_id)
+        where id >= coalesce(:after_id, '') -- a range the seek takes even when open
+          and (:after_id is null or id > :after_id)
         order by id asc
         limit :scan_limit
     ) as window_ids

@@ -13,7 +13,7 @@ where id in (
     select window_ids.id
     from (
         select id from cairnq_tasks
-        where (:before_id is null or id < :before_id)
+        where id < coalesce(:before_id, x'') -- x'' (a BLOB) sorts after every text: open
         order by id desc
         limit :scan_limit
     ) as window_ids

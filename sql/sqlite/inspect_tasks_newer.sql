@@ -3,8 +3,11 @@
 -- so id order is creation order, and walking the primary key costs about
 -- page / share-of-matching-rows entries whatever the table size (no index covers
 -- created_at_ms, and the schema is the protocol's). The filters are written
--- "(col = :p or :p is null)" on purpose: that form is not specialised, so SQLite
--- keeps the primary-key walk instead of sorting every match of a filter index.
+-- "(col = :p or :p is null)": no index serves that form, so SQLite keeps the
+-- primary-key walk instead of sorting every match of a filter index. The id bounds
+-- are a range the walk seeks whatever their values: an open one (NULL) is '' (before
+-- every text) or x'' (a BLOB, after every text); the cursor's strict bound is then
+-- checked on the rows the seek yields.
 -- Params: :status, :queue, :name (NULL = any); :id_from, :id_to (an id-prefix
 -- range, NULL = open); :after_id (the cursor, NULL = from the oldest); :limit.
 select id, name, queue, status, attempt, max_attempts, priority, worker_id, lease_until_ms,
@@ -14,8 +17,8 @@ from cairnq_tasks
 where (status = :status or :status is null)
   and (queue = :queue or :queue is null)
   and (name = :name or :name is null)
-  and (:id_from is null or id >= :id_from)
-  and (:id_to is null or id < :id_to)
+  and id >= max(coalesce(:id_from, ''), coalesce(:after_id, ''))
+  and id < coalesce(:id_to, x'')
   and (:after_id is null or id > :after_id)
 order by id asc
 limit :limit;

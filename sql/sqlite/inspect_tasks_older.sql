@@ -3,8 +3,10 @@
 -- so id order is creation order, and walking the primary key costs about
 -- page / share-of-matching-rows entries whatever the table size (no index covers
 -- created_at_ms, and the schema is the protocol's). The filters are written
--- "(col = :p or :p is null)" on purpose: that form is not specialised, so SQLite
--- keeps the primary-key walk instead of sorting every match of a filter index.
+-- "(col = :p or :p is null)": no index serves that form, so SQLite keeps the
+-- primary-key walk instead of sorting every match of a filter index. The id bounds
+-- are a range the walk seeks whatever their values: an open one (NULL) is '' (before
+-- every text) or x'' (a BLOB, after every text).
 -- Params: :status, :queue, :name (NULL = any); :id_from, :id_to (an id-prefix
 -- range, NULL = open); :before_id (the cursor, NULL = from the newest); :limit.
 select id, name, queue, status, attempt, max_attempts, priority, worker_id, lease_until_ms,
@@ -14,8 +16,7 @@ from cairnq_tasks
 where (status = :status or :status is null)
   and (queue = :queue or :queue is null)
   and (name = :name or :name is null)
-  and (:id_from is null or id >= :id_from)
-  and (:id_to is null or id < :id_to)
-  and (:before_id is null or id < :before_id)
+  and id >= coalesce(:id_from, '')
+  and id < min(coalesce(:id_to, x''), coalesce(:before_id, x''))
 order by id desc
 limit :limit;

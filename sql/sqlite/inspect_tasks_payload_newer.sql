@@ -9,7 +9,8 @@ select t.id, t.name, t.queue, t.status, t.attempt, t.max_attempts, t.priority, t
        substr(t.message, 1, 200) as message, t.created_at_ms, t.updated_at_ms, t.completed_at_ms
 from (
     select * from cairnq_tasks
-    where (:after_id is null or id > :after_id)
+    where id >= coalesce(:after_id, '') -- a range the seek takes even when open
+      and (:after_id is null or id > :after_id)
     order by id asc
     limit :scan_limit
 ) as t

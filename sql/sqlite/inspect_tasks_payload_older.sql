@@ -9,7 +9,7 @@ select t.id, t.name, t.queue, t.status, t.attempt, t.max_attempts, t.priority, t
        substr(t.message, 1, 200) as message, t.created_at_ms, t.updated_at_ms, t.completed_at_ms
 from (
     select * from cairnq_tasks
-    where (:before_id is null or id < :before_id)
+    where id < coalesce(:before_id, x'') -- x'' (a BLOB) sorts after every text: open
     order by id desc
     limit :scan_limit
 ) as t
