@@ -1,8 +1,13 @@
 -- inspect_tasks_sparse_newer: a page of tasks, oldest first, just newer than a cursor (the caller reverses it),
--- for filters that match few rows (the caller knows from inspect_count_tasks). The
--- filters are specialised to equalities so a covering index (claim, claim_name,
--- name, status_completed) finds the matching ids; "+id" keeps SQLite from walking
--- the primary key instead; only the page's rows are then read in full.
+-- for filters that match few rows (the caller knows from inspect_count_tasks). A
+-- covering index (claim, claim_name, name, status_completed) finds the matching
+-- ids, an id-prefix range (both bounds) the primary key; "+id" keeps SQLite from
+-- walking the primary key instead; only the page's rows are then read in full.
+-- SQLite plans a statement once, whatever its values, so each shape of the
+-- filters is a branch written as the equalities that seek its index, guarded so
+-- that exactly one runs (a guard names only parameters: SQLite tests it before
+-- its branch reads a row). Without a filter, the id bounds are a range of the
+-- primary key ('' and x'' stand for open bounds: they sort before and after every text).
 -- Params: :status, :queue, :name (NULL = any); :id_from, :id_to (an id-prefix
 -- range, NULL = open); :after_id (the cursor, NULL = from the oldest); :limit.
 select id, name, queue, status, attempt, max_attempts, priority, worker_id, lease_until_ms,
@@ -10,13 +15,83 @@ select id, name, queue, status, attempt, max_attempts, priority, worker_id, leas
        created_at_ms, updated_at_ms, completed_at_ms
 from cairnq_tasks
 where id in (
-    select id from cairnq_tasks
-    where (:status is null or status = :status)
-      and (:queue is null or queue = :queue)
-      and (:name is null or name = :name)
-      and (:id_from is null or id >= :id_from)
-      and (:id_to is null or id < :id_to)
-      and (:after_id is null or id > :after_id)
+    select id from (
+        select id from cairnq_tasks
+        where :id_from is not null and :id_to is not null
+          and id >= :id_from and id < :id_to
+          and (:status is null or status = :status)
+          and (:queue is null or queue = :queue)
+          and (:name is null or name = :name)
+          and (:after_id is null or id > :after_id)
+        union all
+        select id from cairnq_tasks
+        where (:id_from is null or :id_to is null)
+          and :queue is not null and :status is not null and :name is not null
+          and queue = :queue
+          and status = :status
+          and name = :name
+          and (:id_from is null or id >= :id_from)
+          and (:id_to is null or id < :id_to)
+          and (:after_id is null or id > :after_id)
+        union all
+        select id from cairnq_tasks
+        where (:id_from is null or :id_to is null)
+          and :queue is not null and :status is not null and :name is null
+          and queue = :queue
+          and status = :status
+          and (:id_from is null or id >= :id_from)
+          and (:id_to is null or id < :id_to)
+          and (:after_id is null or id > :after_id)
+        union all
+        select id from cairnq_tasks
+        where (:id_from is null or :id_to is null)
+          and :queue is not null and :status is null and :name is not null
+          and queue = :queue
+          and name = :name
+          and (:id_from is null or id >= :id_from)
+          and (:id_to is null or id < :id_to)
+          and (:after_id is null or id > :after_id)
+        union all
+        select id from cairnq_tasks
+        where (:id_from is null or :id_to is null)
+          and :queue is not null and :status is null and :name is null
+          and queue = :queue
+          and (:id_from is null or id >= :id_from)
+          and (:id_to is null or id < :id_to)
+          and (:after_id is null or id > :after_id)
+        union all
+        select id from cairnq_tasks
+        where (:id_from is null or :id_to is null)
+          and :queue is null and :status is not null and :name is not null
+          and status = :status
+          and name = :name
+          and (:id_from is null or id >= :id_from)
+          and (:id_to is null or id < :id_to)
+          and (:after_id is null or id > :after_id)
+        union all
+        select id from cairnq_tasks
+        where (:id_from is null or :id_to is null)
+          and :queue is null and :status is not null and :name is null
+          and status = :status
+          and (:id_from is null or id >= :id_from)
+          and (:id_to is null or id < :id_to)
+          and (:after_id is null or id > :after_id)
+        union all
+        select id from cairnq_tasks
+        where (:id_from is null or :id_to is null)
+          and :queue is null and :status is null and :name is not null
+          and name = :name
+          and (:id_from is null or id >= :id_from)
+          and (:id_to is null or id < :id_to)
+          and (:after_id is null or id > :after_id)
+        union all
+        select id from cairnq_tasks
+        where (:id_from is null or :id_to is null)
+          and :queue is null and :status is null and :name is null
+          and id >= max(coalesce(:id_from, ''), coalesce(:after_id, ''))
+          and id < coalesce(:id_to, x'')
+          and (:after_id is null or id > :after_id)
+    )
     order by +id asc
     limit :limit
 )
