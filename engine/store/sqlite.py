@@ -48,7 +48,7 @@ from typing import Any, Literal, NoReturn, TypeVar, cast
 from engine import _json, _rules
 from engine._errors import StoreClosed, StoreLocked, StoreUnavailable
 from engine._models import TASK_COLUMNS, Task, in_claim_order
-from engine._sql import migrations, specialise, statement
+from engine._sql import migrations, statement
 from engine._sqlite_file import (
     holds_nothing,
     is_read_only_file,
@@ -406,9 +406,8 @@ class SQLiteStore(SQLiteOperations):
         Raises:
             ValueError: unknown name, or the statement is not a read.
         """
-        text = self._read_statement_text(name)
+        sql = self._read_statement_text(name)  # run as written: each file seeks as it is
         bound = dict(params)
-        sql = specialise(text, frozenset(k for k, v in bound.items() if v is not None))
         if self._closed or self._writer.raw is None:
             await self._ready()
         if self._lanes.at is not None:

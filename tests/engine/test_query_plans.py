@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from engine import PostgresStore, SQLiteStore
-from engine._sql import specialise, statement
+from engine._sql import statement
 
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -160,7 +160,9 @@ def test_sqlite_recovery_and_probe_read_the_lease_index(sqlite_db: sqlite3.Conne
 def test_sqlite_purge_shapes_read_a_completion_index(
     sqlite_db: sqlite3.Connection, active: frozenset[str], indexes: set[str]
 ) -> None:
-    sql = specialise(statement("sqlite", "purge"), active)
+    from engine.store._sqlite_operations import purge_statement
+
+    sql = purge_statement(active)
     nulls = {f: None for f in PURGE_FILTERS if f not in active}
     _assert_sqlite(_sqlite_plan(sqlite_db, sql, nulls), indexes)
 
@@ -210,14 +212,99 @@ def test_sqlite_store_purges_read_candidates_in_completion_order(
     assert not any("TEMP B-TREE" in step for step in plan), plan
 
 
+_GUARD_WORDS = {"is", "not", "null", "and", "or", "(", ")"}
+
+
+def _is_guard(term: str) -> bool:
+    """A term naming only parameters (``:p is null``, ``:p is not null``...)."""
+    words = re.sub(r":\w+", " ", term).replace("(", " ( ").replace(")", " ) ").split()
+    return bool(words) and set(words) <= _GUARD_WORDS
+
+
+def _running_branch(conn: sqlite3.Connection, sql: str, values: dict[str, Any]) -> str:
+    """The one branch of a guarded ``union all`` statement whose guards hold.
+
+    Each branch is ``select ... where <guards> and <filters>``; exactly one
+    branch's guards may hold for any values (that is what makes the file safe to
+    run as written), and that branch is returned (ordered and limited as the file).
+    """
+    body, tail = re.split(r"\norder by ", sql, maxsplit=1)
+    branches = re.split(r"\n\s*union all\s*\n", body)
+    running = []
+    for branch in branches:
+        where = branch.split("\nwhere ", 1)[1]
+        guards = [term for term in re.split(r"\s+and\s+(?![^(]*\))", where) if _is_guard(term)]
+        assert guards, f"a branch without a guard: {branch}"
+        check = "select 1 where " + " and ".join(guards)
+        if conn.execute(check, {k: v for k, v in values.items() if f":{k}" in check}).fetchone():
+            running.append(branch)
+    assert len(running) == 1, (values, running)
+    return running[0] + "\norder by " + tail
+
+
 @pytest.mark.parametrize("active", LIST_SHAPES, ids=lambda a: "+".join(sorted(a)))
 def test_sqlite_list_shapes_use_a_filter_index(
     sqlite_db: sqlite3.Connection, active: frozenset[str]
 ) -> None:
-    sql = specialise(statement("sqlite", "list"), active)
+    """``list`` runs as written: of its guarded branches, the one that runs for
+    these filters seeks an index of one of them."""
+    sql = statement("sqlite", "list")
     nulls = {f: None for f in LIST_FILTERS if f not in active}
+    branch = _running_branch(sqlite_db, sql, _values(sql, nulls))
     wanted = set().union(*(LIST_INDEXES.get(f, set()) for f in active))
-    _assert_sqlite(_sqlite_plan(sqlite_db, sql, nulls), wanted)
+    _assert_sqlite(_sqlite_plan(sqlite_db, branch, nulls), wanted)
+
+
+@pytest.mark.parametrize("size", range(len(LIST_FILTERS) + 1))
+def test_sqlite_list_runs_exactly_one_branch_for_every_shape(
+    sqlite_db: sqlite3.Connection, size: int
+) -> None:
+    """Every combination of list filters has exactly one guarded branch, and the
+    statement returns what the plain filter returns (newest first)."""
+    import itertools
+
+    sql = statement("sqlite", "list")
+    for active in itertools.combinations(LIST_FILTERS, size):
+        given = {"queue": "q0", "status": "queued", "name": "n1"}
+        row = sqlite_db.execute("select root_id, correlation_id from cairnq_tasks").fetchone()
+        given.update(root_id=row[0], correlation_id=row[1])
+        values = {f: (given[f] if f in active else None) for f in LIST_FILTERS}
+        values.update(limit=1000, offset=0)
+        _running_branch(sqlite_db, sql, values)
+        where = " and ".join(f"{f} is :{f}" for f in active) or "1"
+        expected = sqlite_db.execute(
+            f"select id from cairnq_tasks where {where} order by created_at_ms desc, id desc",
+            values,
+        ).fetchall()
+        got = [(r[0],) for r in sqlite_db.execute(sql, values).fetchall()]
+        assert got == expected, active
+
+
+def test_sqlite_store_runs_sqlite_statements_as_written() -> None:
+    """No SQLite module edits a statement's text: each file is run as it is
+    (``engine._sql.specialise`` is for no SQLite caller), and the purge the
+    store picks is the file by name, unchanged."""
+    import ast
+
+    from engine.store._sqlite_operations import purge_statement
+
+    store = Path(__file__).resolve().parents[2] / "engine" / "store"
+    for module in [store / "sqlite.py", *store.glob("_sqlite_*.py")]:
+        names = {
+            node.id if isinstance(node, ast.Name) else node.attr
+            for node in ast.walk(ast.parse(module.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Name | ast.Attribute)
+        }
+        imported = {
+            alias.name
+            for node in ast.walk(ast.parse(module.read_text(encoding="utf-8")))
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+        }
+        assert "specialise" not in names | imported, module.name
+    for active in (frozenset(), frozenset({"queue"}), frozenset({"status", "name"})):
+        name = "purge" if "queue" in active else "purge_by_age"
+        assert purge_statement(active) == statement("sqlite", name)
 
 
 # -- Postgres ---------------------------------------------------------------------------
