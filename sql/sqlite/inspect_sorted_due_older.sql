@@ -2,8 +2,8 @@
 -- the cursor (:cursor_ms, :cursor_id), with that time within [:from_ms, :to_ms).
 -- No protocol index orders by this column, so the sort covers a window: the newest
 -- :scan_limit tasks matching the filters, found by walking the primary key from
--- the newest id (the filters are written "(col = :p or :p is null)" so they stay
--- unspecialised and the walk is kept). The sort never holds more than the window.
+-- the newest id (the filters are written "(col = :p or :p is null)": no index
+-- serves that form, so the walk is kept). The sort never holds more than the window.
 -- Params: :status, :queue, :name (NULL = any); :from_ms, :to_ms; :cursor_ms,
 -- :cursor_id (the first page passes a cursor past every row); :scan_limit; :limit.
 select t.id, t.name, t.queue, t.status, t.attempt, t.max_attempts, t.priority, t.worker_id,
