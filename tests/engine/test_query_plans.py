@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlite_branches import branches, guard_parameters, running_branch
 
 from engine import PostgresStore, SQLiteStore
-from engine._sql import statement
+from engine._sql import sql_root, statement
 
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -212,36 +213,6 @@ def test_sqlite_store_purges_read_candidates_in_completion_order(
     assert not any("TEMP B-TREE" in step for step in plan), plan
 
 
-_GUARD_WORDS = {"is", "not", "null", "and", "or", "(", ")"}
-
-
-def _is_guard(term: str) -> bool:
-    """A term naming only parameters (``:p is null``, ``:p is not null``...)."""
-    words = re.sub(r":\w+", " ", term).replace("(", " ( ").replace(")", " ) ").split()
-    return bool(words) and set(words) <= _GUARD_WORDS
-
-
-def _running_branch(conn: sqlite3.Connection, sql: str, values: dict[str, Any]) -> str:
-    """The one branch of a guarded ``union all`` statement whose guards hold.
-
-    Each branch is ``select ... where <guards> and <filters>``; exactly one
-    branch's guards may hold for any values (that is what makes the file safe to
-    run as written), and that branch is returned (ordered and limited as the file).
-    """
-    body, tail = re.split(r"\norder by ", sql, maxsplit=1)
-    branches = re.split(r"\n\s*union all\s*\n", body)
-    running = []
-    for branch in branches:
-        where = branch.split("\nwhere ", 1)[1]
-        guards = [term for term in re.split(r"\s+and\s+(?![^(]*\))", where) if _is_guard(term)]
-        assert guards, f"a branch without a guard: {branch}"
-        check = "select 1 where " + " and ".join(guards)
-        if conn.execute(check, {k: v for k, v in values.items() if f":{k}" in check}).fetchone():
-            running.append(branch)
-    assert len(running) == 1, (values, running)
-    return running[0] + "\norder by " + tail
-
-
 @pytest.mark.parametrize("active", LIST_SHAPES, ids=lambda a: "+".join(sorted(a)))
 def test_sqlite_list_shapes_use_a_filter_index(
     sqlite_db: sqlite3.Connection, active: frozenset[str]
@@ -250,7 +221,7 @@ def test_sqlite_list_shapes_use_a_filter_index(
     these filters seeks an index of one of them."""
     sql = statement("sqlite", "list")
     nulls = {f: None for f in LIST_FILTERS if f not in active}
-    branch = _running_branch(sqlite_db, sql, _values(sql, nulls))
+    branch = running_branch(sqlite_db, sql, _values(sql, nulls))
     wanted = set().union(*(LIST_INDEXES.get(f, set()) for f in active))
     _assert_sqlite(_sqlite_plan(sqlite_db, branch, nulls), wanted)
 
@@ -270,7 +241,7 @@ def test_sqlite_list_runs_exactly_one_branch_for_every_shape(
         given.update(root_id=row[0], correlation_id=row[1])
         values = {f: (given[f] if f in active else None) for f in LIST_FILTERS}
         values.update(limit=1000, offset=0)
-        _running_branch(sqlite_db, sql, values)
+        running_branch(sqlite_db, sql, values)
         where = " and ".join(f"{f} is :{f}" for f in active) or "1"
         expected = sqlite_db.execute(
             f"select id from cairnq_tasks where {where} order by created_at_ms desc, id desc",
@@ -278,6 +249,50 @@ def test_sqlite_list_runs_exactly_one_branch_for_every_shape(
         ).fetchall()
         got = [(r[0],) for r in sqlite_db.execute(sql, values).fetchall()]
         assert got == expected, active
+
+
+@pytest.mark.parametrize("queue", [None, "q0"])
+def test_sqlite_stats_reads_the_claim_index(
+    sqlite_db: sqlite3.Connection, queue: str | None
+) -> None:
+    """``stats`` as written: with a queue its branch seeks the claim index on it;
+    without, the other branch walks the whole (covering) index."""
+    sql = statement("sqlite", "stats")
+    branch = running_branch(sqlite_db, sql, {"queue": queue})
+    plan = _sqlite_plan(sqlite_db, branch, {"queue": queue})
+    _assert_sqlite(plan, CLAIM_INDEXES)
+    if queue is not None:
+        assert any(s.startswith("SEARCH") and "(queue=?)" in s for s in plan), plan
+
+
+GUARDED = sorted(
+    p.stem
+    for p in (sql_root() / "sqlite").glob("*.sql")
+    if "union all" in p.read_text(encoding="utf-8")
+    and "with recursive" not in p.read_text(encoding="utf-8")
+)
+
+
+@pytest.mark.parametrize("name", GUARDED)
+def test_sqlite_guarded_statements_run_exactly_one_branch(
+    sqlite_db: sqlite3.Connection, name: str
+) -> None:
+    """Every SQLite file written as guarded branches has exactly one branch whose
+    guards hold, for every combination of its parameters given or NULL (so the
+    file is safe to run as written), and that branch alone is a statement SQLite
+    plans."""
+    import itertools
+
+    sql = statement("sqlite", name)
+    split = branches(sql)
+    assert split is not None and len(split[1]) >= 2, name
+    params = guard_parameters(sql)
+    assert params, name
+    for size in range(len(params) + 1):
+        for given in itertools.combinations(params, size):
+            values = {p: ("x" if p in given else None) for p in params}
+            branch = running_branch(sqlite_db, sql, values)
+            sqlite_db.execute("explain query plan " + branch, _values(branch, values)).fetchall()
 
 
 def test_sqlite_store_runs_sqlite_statements_as_written() -> None:

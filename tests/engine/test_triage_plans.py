@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlite_branches import running_branch
 
 from engine import PostgresStore, SQLiteStore
 from engine._sql import specialise, statement, to_pyformat  # specialise: Postgres only
@@ -148,9 +149,26 @@ def sqlite_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlite3.Conn
     conn.close()
 
 
+def _sqlite_values(sql: str, active: frozenset[str]) -> dict[str, Any]:
+    """``_values``, with the id and key bounds and the purge's time as SQLite reads
+    them: a value when the shape gives one, else NULL (open)."""
+    values = _values(sql, active, "sqlite")
+    bounds = {"id_from": "task_0", "id_to": "task_1", "after_id": "task_0", "before_id": "task_1"}
+    for name, value in bounds.items():
+        if name in values:
+            values[name] = value if name in active else None
+    if "before_ms" in values:
+        values["before_ms"] = 10**13
+    return values
+
+
 def _sqlite_plan(conn: sqlite3.Connection, name: str, active: frozenset[str]) -> list[str]:
+    """The plan of the statement as written; of a statement written as guarded
+    branches, the plan of the one branch that runs for these values."""
     sql = statement("sqlite", name)
-    rows = conn.execute("explain query plan " + sql, _values(sql, active, "sqlite")).fetchall()
+    values = _sqlite_values(sql, active)
+    branch = running_branch(conn, sql, values)
+    rows = conn.execute("explain query plan " + branch, values).fetchall()
     return [str(r[-1]) for r in rows]
 
 
@@ -173,6 +191,67 @@ def test_sqlite_triage_reads_walk_an_index(
         # Only ties of the index's time are ordered by id ("RIGHT PART"): the walk
         # still stops at the LIMIT; a sort of every row read is refused.
         assert not any("TEMP B-TREE FOR ORDER BY" in s for s in plan), plan
+
+
+CLAIM = {"cairnq_tasks_claim_idx", "cairnq_tasks_claim_name_idx"}
+NAME = {"cairnq_tasks_name_idx", "cairnq_tasks_claim_name_idx"}
+# SQLite only: the reads written as guarded branches that the shapes above leave out
+# (the branch that runs for the filters given must seek one of these indexes).
+SQLITE_SHAPES: list[tuple[str, frozenset[str], set[str], bool]] = [
+    ("inspect_count_tasks", frozenset(), PK, True),
+    ("inspect_count_tasks", frozenset({"status"}), STATUS_COMPLETED | CLAIM, True),
+    ("inspect_count_tasks", frozenset({"queue"}), CLAIM, True),
+    ("inspect_count_tasks", frozenset({"name"}), NAME, True),
+    ("inspect_count_tasks", frozenset({"queue", "status"}), CLAIM, True),
+    ("inspect_count_tasks", frozenset({"queue", "status", "name"}), CLAIM, True),
+    ("inspect_count_tasks", frozenset({"id_from", "id_to"}), PK, True),
+    ("inspect_count_tasks", frozenset({"id_from", "id_to", "status"}), PK, True),
+    ("inspect_count_tasks", frozenset({"id_from"}), PK, True),
+    ("inspect_count_purgeable", frozenset(), COMPLETION, True),
+    ("inspect_count_purgeable", frozenset({"queue"}), {"cairnq_tasks_queue_completed_idx"}, True),
+    ("inspect_count_purgeable", frozenset({"status"}), STATUS_COMPLETED, True),
+    # the planner picks by its statistics between the name's index and the window
+    ("inspect_count_purgeable", frozenset({"name"}), NAME | COMPLETION, True),
+    ("inspect_count_purgeable", frozenset({"queue", "status", "name"}), CLAIM | COMPLETION, True),
+    *[
+        (f"inspect_tasks_sparse_{way}", active, indexes, True)
+        for way in ("older", "newer")
+        for active, indexes in (
+            (frozenset({"status"}), STATUS_COMPLETED | CLAIM),
+            (frozenset({"queue"}), CLAIM),
+            (frozenset({"name"}), NAME),
+            (frozenset({"queue", "status"}), CLAIM),
+            (frozenset({"queue", "status", "name"}), CLAIM),
+            (frozenset({"id_from", "id_to", "name"}), PK),
+            (frozenset({"after_id" if way == "newer" else "before_id"}), PK),
+        )
+    ],
+    *[
+        (f"inspect_{what}_{way}", active, PK, what == "tasks_payload")
+        for what in ("tasks", "tasks_payload", "tasks_id_tail")
+        for way in ("older", "newer")
+        for active in (
+            frozenset(),
+            frozenset({"after_id" if way == "newer" else "before_id"}),
+            frozenset({"id_from", "id_to"}) if what == "tasks" else frozenset({"status"}),
+        )
+    ],
+]
+SQLITE_IDS = [f"{name}[{'+'.join(sorted(a)) or '-'}]" for name, a, _, _ in SQLITE_SHAPES]
+
+
+@pytest.mark.parametrize(("name", "active", "indexes", "sorts"), SQLITE_SHAPES, ids=SQLITE_IDS)
+def test_sqlite_guarded_reads_seek_the_index_of_their_filters(
+    sqlite_db: sqlite3.Connection,
+    name: str,
+    active: frozenset[str],
+    indexes: set[str],
+    sorts: bool,
+) -> None:
+    """Run as written (no Python edits their text), these reads seek an index of
+    the filters given: the guarded branch that runs, or the id range that stays
+    a range of the primary key when its bounds are open."""
+    test_sqlite_triage_reads_walk_an_index(sqlite_db, name, active, indexes, sorts)
 
 
 def test_sqlite_plan_check_catches_a_full_scan(tmp_path: Path) -> None:
