@@ -224,6 +224,13 @@ SQLITE_SHAPES: list[tuple[str, frozenset[str], set[str], bool]] = [
             (frozenset({"queue", "status", "name"}), CLAIM),
             (frozenset({"id_from", "id_to", "name"}), PK),
             (frozenset({"after_id" if way == "newer" else "before_id"}), PK),
+            # a time range's one bound and the cursor: a range of the primary key
+            (
+                frozenset({"status", "id_to", "after_id"})
+                if way == "newer"
+                else frozenset({"status", "id_from", "before_id"}),
+                PK,
+            ),
         )
     ],
     *[
