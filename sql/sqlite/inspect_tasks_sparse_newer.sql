@@ -1,8 +1,9 @@
 -- inspect_tasks_sparse_newer: a page of tasks, oldest first, just newer than a cursor (the caller reverses it),
 -- for filters that match few rows (the caller knows from inspect_count_tasks). A
 -- covering index (claim, claim_name, name, status_completed) finds the matching
--- ids; an id range bounded on both sides (a prefix, a time range, or one bound and
--- the cursor) the primary key; "+id" keeps SQLite from
+-- ids; an id range the primary key when bounded on both sides (a prefix, a time
+-- range, or one bound and the cursor) or from a "since" time with no filter but
+-- the status (which matches a large share of the rows); "+id" keeps SQLite from
 -- walking the primary key instead; only the page's rows are then read in full.
 -- SQLite plans a statement once, whatever its values, so each shape of the
 -- filters is a branch written as the equalities that seek its index, guarded so
@@ -18,15 +19,18 @@ from cairnq_tasks
 where id in (
     select id from (
         select id from cairnq_tasks
-        where :id_to is not null and (:id_from is not null or :after_id is not null)
-          and id >= max(coalesce(:id_from, ''), coalesce(:after_id, '')) and id < :id_to
+        where ((:id_to is not null and (:id_from is not null or :after_id is not null))
+               or (:id_from is not null and :queue is null and :name is null))
+          and id >= max(coalesce(:id_from, ''), coalesce(:after_id, ''))
+          and id < coalesce(:id_to, x'')
           and (:status is null or status = :status)
           and (:queue is null or queue = :queue)
           and (:name is null or name = :name)
           and (:after_id is null or id > :after_id)
         union all
         select id from cairnq_tasks
-        where (:id_to is null or (:id_from is null and :after_id is null))
+        where not ((:id_to is not null and (:id_from is not null or :after_id is not null))
+               or (:id_from is not null and :queue is null and :name is null))
           and :queue is not null and :status is not null and :name is not null
           and queue = :queue
           and status = :status
@@ -36,7 +40,8 @@ where id in (
           and (:after_id is null or id > :after_id)
         union all
         select id from cairnq_tasks
-        where (:id_to is null or (:id_from is null and :after_id is null))
+        where not ((:id_to is not null and (:id_from is not null or :after_id is not null))
+               or (:id_from is not null and :queue is null and :name is null))
           and :queue is not null and :status is not null and :name is null
           and queue = :queue
           and status = :status
@@ -45,7 +50,8 @@ where id in (
           and (:after_id is null or id > :after_id)
         union all
         select id from cairnq_tasks
-        where (:id_to is null or (:id_from is null and :after_id is null))
+        where not ((:id_to is not null and (:id_from is not null or :after_id is not null))
+               or (:id_from is not null and :queue is null and :name is null))
           and :queue is not null and :status is null and :name is not null
           and queue = :queue
           and name = :name
@@ -54,7 +60,8 @@ where id in (
           and (:after_id is null or id > :after_id)
         union all
         select id from cairnq_tasks
-        where (:id_to is null or (:id_from is null and :after_id is null))
+        where not ((:id_to is not null and (:id_from is not null or :after_id is not null))
+               or (:id_from is not null and :queue is null and :name is null))
           and :queue is not null and :status is null and :name is null
           and queue = :queue
           and (:id_from is null or id >= :id_from)
@@ -62,7 +69,8 @@ where id in (
           and (:after_id is null or id > :after_id)
         union all
         select id from cairnq_tasks
-        where (:id_to is null or (:id_from is null and :after_id is null))
+        where not ((:id_to is not null and (:id_from is not null or :after_id is not null))
+               or (:id_from is not null and :queue is null and :name is null))
           and :queue is null and :status is not null and :name is not null
           and status = :status
           and name = :name
@@ -71,7 +79,8 @@ where id in (
           and (:after_id is null or id > :after_id)
         union all
         select id from cairnq_tasks
-        where (:id_to is null or (:id_from is null and :after_id is null))
+        where not ((:id_to is not null and (:id_from is not null or :after_id is not null))
+               or (:id_from is not null and :queue is null and :name is null))
           and :queue is null and :status is not null and :name is null
           and status = :status
           and (:id_from is null or id >= :id_from)
@@ -79,7 +88,8 @@ where id in (
           and (:after_id is null or id > :after_id)
         union all
         select id from cairnq_tasks
-        where (:id_to is null or (:id_from is null and :after_id is null))
+        where not ((:id_to is not null and (:id_from is not null or :after_id is not null))
+               or (:id_from is not null and :queue is null and :name is null))
           and :queue is null and :status is null and :name is not null
           and name = :name
           and (:id_from is null or id >= :id_from)
@@ -87,7 +97,8 @@ where id in (
           and (:after_id is null or id > :after_id)
         union all
         select id from cairnq_tasks
-        where (:id_to is null or (:id_from is null and :after_id is null))
+        where not ((:id_to is not null and (:id_from is not null or :after_id is not null))
+               or (:id_from is not null and :queue is null and :name is null))
           and :queue is null and :status is null and :name is null
           and id >= max(coalesce(:id_from, ''), coalesce(:after_id, ''))
           and id < coalesce(:id_to, x'')

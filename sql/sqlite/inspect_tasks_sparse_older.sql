@@ -1,8 +1,9 @@
 -- inspect_tasks_sparse_older: a page of tasks, newest first, strictly older than a cursor,
 -- for filters that match few rows (the caller knows from inspect_count_tasks). A
 -- covering index (claim, claim_name, name, status_completed) finds the matching
--- ids; an id range bounded on both sides (a prefix, a time range, or one bound and
--- the cursor) the primary key; "+id" keeps SQLite from
+-- ids; an id range the primary key when bounded on both sides (a prefix, a time
+-- range, or one bound and the cursor) or from a "since" time with no filter but
+-- the status (which matches a large share of the rows); "+id" keeps SQLite from
 -- walking the primary key instead; only the page's rows are then read in full.
 -- SQLite plans a statement once, whatever its values, so each shape of the
 -- filters is a branch written as the equalities that seek its index, guarded so
@@ -18,14 +19,18 @@ from cairnq_tasks
 where id in (
     select id from (
         select id from cairnq_tasks
-        where :id_from is not null and (:id_to is not null or :before_id is not null)
+        where (:id_from is not null
+               and (:id_to is not null or :before_id is not null
+                    or (:queue is null and :name is null)))
           and id >= :id_from and id < min(coalesce(:id_to, x''), coalesce(:before_id, x''))
           and (:status is null or status = :status)
           and (:queue is null or queue = :queue)
           and (:name is null or name = :name)
         union all
         select id from cairnq_tasks
-        where (:id_from is null or (:id_to is null and :before_id is null))
+        where not (:id_from is not null
+               and (:id_to is not null or :before_id is not null
+                    or (:queue is null and :name is null)))
           and :queue is not null and :status is not null and :name is not null
           and queue = :queue
           and status = :status
@@ -35,7 +40,9 @@ where id in (
           and (:before_id is null or id < :before_id)
         union all
         select id from cairnq_tasks
-        where (:id_from is null or (:id_to is null and :before_id is null))
+        where not (:id_from is not null
+               and (:id_to is not null or :before_id is not null
+                    or (:queue is null and :name is null)))
           and :queue is not null and :status is not null and :name is null
           and queue = :queue
           and status = :status
@@ -44,7 +51,9 @@ where id in (
           and (:before_id is null or id < :before_id)
         union all
         select id from cairnq_tasks
-        where (:id_from is null or (:id_to is null and :before_id is null))
+        where not (:id_from is not null
+               and (:id_to is not null or :before_id is not null
+                    or (:queue is null and :name is null)))
           and :queue is not null and :status is null and :name is not null
           and queue = :queue
           and name = :name
@@ -53,7 +62,9 @@ where id in (
           and (:before_id is null or id < :before_id)
         union all
         select id from cairnq_tasks
-        where (:id_from is null or (:id_to is null and :before_id is null))
+        where not (:id_from is not null
+               and (:id_to is not null or :before_id is not null
+                    or (:queue is null and :name is null)))
           and :queue is not null and :status is null and :name is null
           and queue = :queue
           and (:id_from is null or id >= :id_from)
@@ -61,7 +72,9 @@ where id in (
           and (:before_id is null or id < :before_id)
         union all
         select id from cairnq_tasks
-        where (:id_from is null or (:id_to is null and :before_id is null))
+        where not (:id_from is not null
+               and (:id_to is not null or :before_id is not null
+                    or (:queue is null and :name is null)))
           and :queue is null and :status is not null and :name is not null
           and status = :status
           and name = :name
@@ -70,7 +83,9 @@ where id in (
           and (:before_id is null or id < :before_id)
         union all
         select id from cairnq_tasks
-        where (:id_from is null or (:id_to is null and :before_id is null))
+        where not (:id_from is not null
+               and (:id_to is not null or :before_id is not null
+                    or (:queue is null and :name is null)))
           and :queue is null and :status is not null and :name is null
           and status = :status
           and (:id_from is null or id >= :id_from)
@@ -78,7 +93,9 @@ where id in (
           and (:before_id is null or id < :before_id)
         union all
         select id from cairnq_tasks
-        where (:id_from is null or (:id_to is null and :before_id is null))
+        where not (:id_from is not null
+               and (:id_to is not null or :before_id is not null
+                    or (:queue is null and :name is null)))
           and :queue is null and :status is null and :name is not null
           and name = :name
           and (:id_from is null or id >= :id_from)
@@ -86,7 +103,9 @@ where id in (
           and (:before_id is null or id < :before_id)
         union all
         select id from cairnq_tasks
-        where (:id_from is null or (:id_to is null and :before_id is null))
+        where not (:id_from is not null
+               and (:id_to is not null or :before_id is not null
+                    or (:queue is null and :name is null)))
           and :queue is null and :status is null and :name is null
           and id >= coalesce(:id_from, '')
           and id < min(coalesce(:id_to, x''), coalesce(:before_id, x''))
