@@ -11,6 +11,9 @@
 -- (queue, status), claim_name_idx (queue, status, name), name_idx,
 -- status_completed_idx; with none, the id bounds (open ones '' and x'', which sort
 -- before and after every text) are a range of the primary key.
+-- "status = +:status": with a bare parameter SQLite weighs the value against the
+-- partial lease index's "status = 'running'" and compiles the statement again at
+-- each new status; the unary plus (same value) keeps the seek and the compiled plan.
 -- Params: :status, :queue, :name (NULL = any); :id_from, :id_to (an id-prefix range,
 -- NULL = open); :cap.
 select count(*) as n
@@ -28,7 +31,7 @@ from (
                and (:id_to is not null or (:queue is null and :name is null)))
       and :queue is not null and :status is not null and :name is not null
       and queue = :queue
-      and status = :status
+      and status = +:status
       and name = :name
       and (:id_from is null or id >= :id_from)
       and (:id_to is null or id < :id_to)
@@ -38,7 +41,7 @@ from (
                and (:id_to is not null or (:queue is null and :name is null)))
       and :queue is not null and :status is not null and :name is null
       and queue = :queue
-      and status = :status
+      and status = +:status
       and (:id_from is null or id >= :id_from)
       and (:id_to is null or id < :id_to)
     union all
@@ -63,7 +66,7 @@ from (
     where not (:id_from is not null
                and (:id_to is not null or (:queue is null and :name is null)))
       and :queue is null and :status is not null and :name is not null
-      and status = :status
+      and status = +:status
       and name = :name
       and (:id_from is null or id >= :id_from)
       and (:id_to is null or id < :id_to)
@@ -72,7 +75,7 @@ from (
     where not (:id_from is not null
                and (:id_to is not null or (:queue is null and :name is null)))
       and :queue is null and :status is not null and :name is null
-      and status = :status
+      and status = +:status
       and (:id_from is null or id >= :id_from)
       and (:id_to is null or id < :id_to)
     union all

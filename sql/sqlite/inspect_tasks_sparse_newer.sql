@@ -10,6 +10,9 @@
 -- that exactly one runs (a guard names only parameters: SQLite tests it before
 -- its branch reads a row). Without a filter, the id bounds are a range of the
 -- primary key ('' and x'' stand for open bounds: they sort before and after every text).
+-- "status = +:status": with a bare parameter SQLite weighs the value against the
+-- partial lease index's "status = 'running'" and compiles the statement again at
+-- each new status; the unary plus (same value) keeps the seek and the compiled plan.
 -- Params: :status, :queue, :name (NULL = any); :id_from, :id_to (an id-prefix
 -- range, NULL = open); :after_id (the cursor, NULL = from the oldest); :limit.
 select id, name, queue, status, attempt, max_attempts, priority, worker_id, lease_until_ms,
@@ -33,7 +36,7 @@ where id in (
                or (:id_from is not null and :queue is null and :name is null))
           and :queue is not null and :status is not null and :name is not null
           and queue = :queue
-          and status = :status
+          and status = +:status
           and name = :name
           and (:id_from is null or id >= :id_from)
           and (:id_to is null or id < :id_to)
@@ -44,7 +47,7 @@ where id in (
                or (:id_from is not null and :queue is null and :name is null))
           and :queue is not null and :status is not null and :name is null
           and queue = :queue
-          and status = :status
+          and status = +:status
           and (:id_from is null or id >= :id_from)
           and (:id_to is null or id < :id_to)
           and (:after_id is null or id > :after_id)
@@ -72,7 +75,7 @@ where id in (
         where not ((:id_to is not null and (:id_from is not null or :after_id is not null))
                or (:id_from is not null and :queue is null and :name is null))
           and :queue is null and :status is not null and :name is not null
-          and status = :status
+          and status = +:status
           and name = :name
           and (:id_from is null or id >= :id_from)
           and (:id_to is null or id < :id_to)
@@ -82,7 +85,7 @@ where id in (
         where not ((:id_to is not null and (:id_from is not null or :after_id is not null))
                or (:id_from is not null and :queue is null and :name is null))
           and :queue is null and :status is not null and :name is null
-          and status = :status
+          and status = +:status
           and (:id_from is null or id >= :id_from)
           and (:id_to is null or id < :id_to)
           and (:after_id is null or id > :after_id)

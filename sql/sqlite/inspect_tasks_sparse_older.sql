@@ -10,6 +10,9 @@
 -- that exactly one runs (a guard names only parameters: SQLite tests it before
 -- its branch reads a row). Without a filter, the id bounds are a range of the
 -- primary key ('' and x'' stand for open bounds: they sort before and after every text).
+-- "status = +:status": with a bare parameter SQLite weighs the value against the
+-- partial lease index's "status = 'running'" and compiles the statement again at
+-- each new status; the unary plus (same value) keeps the seek and the compiled plan.
 -- Params: :status, :queue, :name (NULL = any); :id_from, :id_to (an id-prefix
 -- range, NULL = open); :before_id (the cursor, NULL = from the newest); :limit.
 select id, name, queue, status, attempt, max_attempts, priority, worker_id, lease_until_ms,
@@ -33,7 +36,7 @@ where id in (
                     or (:queue is null and :name is null)))
           and :queue is not null and :status is not null and :name is not null
           and queue = :queue
-          and status = :status
+          and status = +:status
           and name = :name
           and (:id_from is null or id >= :id_from)
           and (:id_to is null or id < :id_to)
@@ -45,7 +48,7 @@ where id in (
                     or (:queue is null and :name is null)))
           and :queue is not null and :status is not null and :name is null
           and queue = :queue
-          and status = :status
+          and status = +:status
           and (:id_from is null or id >= :id_from)
           and (:id_to is null or id < :id_to)
           and (:before_id is null or id < :before_id)
@@ -76,7 +79,7 @@ where id in (
                and (:id_to is not null or :before_id is not null
                     or (:queue is null and :name is null)))
           and :queue is null and :status is not null and :name is not null
-          and status = :status
+          and status = +:status
           and name = :name
           and (:id_from is null or id >= :id_from)
           and (:id_to is null or id < :id_to)
@@ -87,7 +90,7 @@ where id in (
                and (:id_to is not null or :before_id is not null
                     or (:queue is null and :name is null)))
           and :queue is null and :status is not null and :name is null
-          and status = :status
+          and status = +:status
           and (:id_from is null or id >= :id_from)
           and (:id_to is null or id < :id_to)
           and (:before_id is null or id < :before_id)

@@ -8,13 +8,16 @@
 -- (tests/engine/test_query_plans.py). A guard names only parameters, so SQLite
 -- tests it once, before its branch reads a row: the branches whose guard is
 -- false read nothing.
+-- "status = +:status": with a bare parameter SQLite weighs the value against the
+-- partial lease index's "status = 'running'" and compiles the statement again at
+-- each new status; the unary plus (same value) keeps the seek and the compiled plan.
 -- Params: :status, :queue, :name, :root_id, :correlation_id (NULL = no filter),
 --         :limit, :offset
 select t.*
 from cairnq_tasks as t
 where :queue is not null and :status is not null and :name is not null
   and t.queue = :queue
-  and t.status = :status
+  and t.status = +:status
   and t.name = :name
   and (:root_id is null or t.root_id = :root_id)
   and (:correlation_id is null or t.correlation_id = :correlation_id)
@@ -23,7 +26,7 @@ select t.*
 from cairnq_tasks as t
 where :queue is not null and :status is not null and :name is null
   and t.queue = :queue
-  and t.status = :status
+  and t.status = +:status
   and (:root_id is null or t.root_id = :root_id)
   and (:correlation_id is null or t.correlation_id = :correlation_id)
 union all
@@ -45,7 +48,7 @@ union all
 select t.*
 from cairnq_tasks as t
 where :queue is null and :status is not null and :name is not null
-  and t.status = :status
+  and t.status = +:status
   and t.name = :name
   and (:root_id is null or t.root_id = :root_id)
   and (:correlation_id is null or t.correlation_id = :correlation_id)
@@ -53,7 +56,7 @@ union all
 select t.*
 from cairnq_tasks as t
 where :queue is null and :status is not null and :name is null
-  and t.status = :status
+  and t.status = +:status
   and (:root_id is null or t.root_id = :root_id)
   and (:correlation_id is null or t.correlation_id = :correlation_id)
 union all

@@ -9,13 +9,16 @@
 -- (status, completed_at_ms) or every row of a name, then sorted them all: the
 -- unary + on the status list and on the name term (same meaning) hides those
 -- indexes (tests/engine/test_query_plans.py).
+-- "status = +:status": with a bare parameter SQLite weighs the value against the
+-- partial lease index's "status = 'running'" and compiles the statement again at
+-- each new status; the unary plus (same value) keeps the seek and the compiled plan.
 -- Params: :before_ms, :status, :name (NULL = no filter), :limit
 with doomed(id) as (
     select id from (
         select t.id
         from cairnq_tasks as t
         where :status is not null
-          and t.status = :status
+          and t.status = +:status
           and +status in ('succeeded', 'failed', 'canceled')
           and (:name is null or +t.name = :name)
           and t.completed_at_ms is not null -- the index range then skips live rows
