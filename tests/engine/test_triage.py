@@ -82,9 +82,16 @@ def test_durations() -> None:
     assert parse_duration("24h") == DAY
     assert parse_duration(" 7d ") == 7 * DAY
     assert parse_duration("500ms") == 500
-    for bad in ("", "15", "m", "-5m", "0s", "1.5h", "1y"):
+    assert parse_duration("1.5h") == 5_400_000
+    assert parse_duration("2w") == 14 * DAY
+    for bad in ("", "15", "m", "-5m", "0s", "0", "1y", "1e3s", "nan s", "99999999999999w"):
         with pytest.raises(ValueError, match="duration"):
             parse_duration(bad)
+    # Where zero means something (a purge of any age, a delay of none).
+    assert parse_duration("0", zero=True) == parse_duration(" 0s ", zero=True) == 0
+    for bad in ("7", "-1d", "00x"):
+        with pytest.raises(ValueError, match="duration"):
+            parse_duration(bad, zero=True)
 
 
 def test_bad_filters_and_windows_are_refused() -> None:
