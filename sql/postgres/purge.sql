@@ -5,6 +5,9 @@
 -- Returns the deleted ids, oldest first. The candidates come as an array so the
 -- delete finds each by primary key; "id in (subquery)" was planned as a hash
 -- join over a sequential scan of the whole table, whose cost grew with it.
+-- Run unprepared (engine/store/_pg_statements.py PLANNED_WITH_VALUES): the server
+-- plans each call with its values, so a filter given one seeks its index and one
+-- left NULL drops out of the plan.
 with deleted as (
     delete from cairnq_tasks
     where id = any (array(

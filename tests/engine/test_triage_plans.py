@@ -234,7 +234,9 @@ def pg_plan() -> Iterator[Any]:
     conn.execute("analyze cairnq_tasks")
 
     def plan(name: str, active: frozenset[str]) -> list[dict[str, Any]]:
-        text = specialise(statement("postgres", name), active)
+        # The text as written, planned with the values bound (server-side), as
+        # the store runs it: unprepared, each call planned with its values.
+        text = statement("postgres", name)
         values = _values(text, active, "postgres", rows=PG_ROWS)
         row = conn.execute("explain (format json) " + to_pyformat(text), values).fetchone()
         assert row is not None
