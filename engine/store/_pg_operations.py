@@ -226,11 +226,12 @@ class PostgresOperations(TaskStore):
         self, older_than_ms: int, filters: dict[str, str | None], limit: int
     ) -> builtins.list[str]:
         params = {**filters, "older_than_ms": older_than_ms, "limit": limit}
+        # Each walks its own completion index (the partial queue one for a queue).
+        sql = _sql("purge_in_queue" if filters.get("queue") is not None else "purge")
 
         async def work(conn: Conn) -> builtins.list[dict[str, Any]]:
             # Unprepared: PLANNED_WITH_VALUES.
-            cur = await conn.execute(_sql("purge"), params, prepare=False)
-            return await cur.fetchall()
+            return await (await conn.execute(sql, params, prepare=False)).fetchall()
 
         rows = await self._run(work, write=True)
         return [r["id"] for r in rows]

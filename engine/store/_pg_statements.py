@@ -27,6 +27,7 @@ PLANNED_WITH_VALUES = frozenset(
         "list",
         "stats",
         "purge",
+        "purge_in_queue",
         "inspect_count_purgeable",
         "inspect_count_tasks",
         "inspect_count_tasks_by_key",
