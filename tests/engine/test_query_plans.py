@@ -5,7 +5,11 @@ scans the whole tasks table.
 SQLite: ``EXPLAIN QUERY PLAN`` on a file the store built and analysed. Postgres:
 ``EXPLAIN (format json)`` on a few thousand rows after ANALYZE, with sequential
 scans priced out (``enable_seqscan = off``), so the assertion is that the index
-*can* serve the statement as written, not a guess about small-table costs.
+*can* serve the statement as written, not a guess about small-table costs. A
+statement with optional filters is explained as written with its values bound
+(the store runs it unprepared: ``_pg_statements.PLANNED_WITH_VALUES``); the
+prepared claims' generic plans are checked too, and purge on a larger table with
+and without planner statistics.
 """
 
 from __future__ import annotations
