@@ -147,26 +147,3 @@ def sparkline(values: Sequence[int]) -> Text:
         return Text(SPARK_BARS[0] * len(values), style="dim")
     bars = "".join(SPARK_BARS[min(7, round(v / top * 7))] for v in values)
     return Text(bars, style="green")
-
-
-def parse_duration_ms(text: str) -> int:
-    """``"90"`` (ms), ``"1.5s"``, ``"10m"``, ``"2h"``, ``"7d"`` -> ms.
-
-    Raises:
-        ValueError: not a non-negative duration.
-    """
-    units = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-    raw = text.strip().lower()
-    for suffix in ("ms", "s", "m", "h", "d"):
-        if raw.endswith(suffix):
-            number, factor = raw[: -len(suffix)], units[suffix]
-            break
-    else:
-        number, factor = raw, 1
-    try:
-        value = float(number)
-    except ValueError:
-        raise ValueError(f"not a duration: {text!r} (try 500ms, 30s, 10m, 2h, 7d)") from None
-    if not value >= 0 or value == float("inf"):
-        raise ValueError(f"a duration must be >= 0, got {text!r}")
-    return int(value * factor)

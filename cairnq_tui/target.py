@@ -35,6 +35,9 @@ _PG_SCHEMES = ("postgres://", "postgresql://")
 #: A libpq ``keyword=value`` connection string starts with a keyword and ``=``
 #: (``host=db user=app``): never a file name (write ``./host=x`` for such a file).
 _KEYWORD_DSN = re.compile(r"\s*[A-Za-z_][A-Za-z0-9_]*\s*=")
+#: ``scheme://``: a URL; only Postgres's are targets (a ``mysql://`` or
+#: ``sqlite:///`` one would otherwise be taken for a file path).
+_URL = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 class TargetError(Exception):
@@ -76,13 +79,19 @@ def parse_target(raw: str | None, schema: str | None = None) -> Target:
     whether or not it names a database.
 
     Raises:
-        TargetError: an empty TARGET, or ``--schema`` given for a SQLite file.
+        TargetError: an empty TARGET, a URL of another scheme (``mysql://``,
+            ``sqlite:///``), or ``--schema`` given for a SQLite file.
     """
     if raw is not None and not raw.strip():
         raise TargetError("TARGET is empty: give a SQLite file path or a Postgres DSN")
     value = raw if raw is not None else DEFAULT_TARGET
     if is_dsn(value):
         return Target(value, "postgres", redact_dsn(value), schema)
+    if _URL.match(value):
+        raise TargetError(
+            f"{redact_dsn(value)} is a URL the console cannot open: give a SQLite file "
+            "path or a postgresql:// DSN"
+        )
     if schema is not None:
         raise TargetError(f"--schema applies to Postgres targets only, not to {value}")
     return Target(value, "sqlite", value)

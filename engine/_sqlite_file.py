@@ -4,10 +4,35 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from engine._redaction import redact_dsn
+
+#: ``scheme://`` at the start of a path: a URL, never a file anyone means to create.
+_URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def refuse_url(path: str) -> None:
+    """Raise ``ValueError`` when ``path`` is a URL (a Postgres DSN, say).
+
+    Opened as a SQLite path it would silently become directories named after the
+    URL with a new database inside.
+    """
+    if not _URL_SCHEME.match(path):
+        return
+    hint = (
+        " (a Postgres DSN: use PostgresStore or CairnQ.postgres)"
+        if path.lower().startswith(("postgres://", "postgresql://"))
+        else ""
+    )
+    raise ValueError(
+        f"SQLiteStore takes a file path, ':memory:' or a 'file:' URI, not the URL "
+        f"{redact_dsn(path)}{hint}"
+    )
 
 
 @dataclass(frozen=True, slots=True)

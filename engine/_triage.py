@@ -54,11 +54,12 @@ _MASKS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(rf"{_START}(?:[A-Za-z]+_)?[#A-HJKMNP-TV-Z]{{26}}{_END}"), "<id>", "#"),
     (re.compile(rf"{_START}#[xX][#a-fA-F]+{_END}"), "<hex>", "#"),
     # words of hex digits holding a letter, when they also hold a digit ("beef42",
-    # hashes, object addresses) or are 6 long or more ("deadbeef"; so "decade"
-    # too); words of digits alone are numbers, below
+    # hashes, object addresses) or are 8 long or more ("deadbeef", "FACEFEED":
+    # English words of the letters a-f stop at 7, so "decade", "facade" and
+    # "defaced" stay words); words of digits alone are numbers, below
     (
         re.compile(
-            rf"{_START}(?=[#a-fA-F]*[a-fA-F])(?:(?=[#a-fA-F]*#)[#a-fA-F]+|[a-fA-F]{{6,}}){_END}"
+            rf"{_START}(?=[#a-fA-F]*[a-fA-F])(?:(?=[#a-fA-F]*#)[#a-fA-F]+|[a-fA-F]{{8,}}){_END}"
         ),
         "<hex>",
         "",

@@ -17,25 +17,41 @@ WINDOWS: dict[str, int | None] = {
     "7d": 7 * 24 * 3_600_000,
     "all": None,
 }
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d|w)\s*$")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
+_ZERO = re.compile(r"^\s*0+(?:\.0+)?\s*(?:ms|s|m|h|d|w)?\s*$")
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+#: The longest duration taken (the protocol's limit on a time in ms).
+_MAX_MS = 2**62
 
 
-def parse_duration(text: str) -> int:
-    """``"15m"``, ``"24h"``, ``"7d"``, ``"30s"``, ``"500ms"``, ``"2w"`` -> milliseconds.
+def parse_duration(text: str, *, zero: bool = False) -> int:
+    """``"15m"``, ``"24h"``, ``"1.5h"``, ``"30s"``, ``"500ms"``, ``"2w"`` -> milliseconds.
+
+    The one reader of every duration the console and the command line take. A
+    number needs its unit: a bare ``7`` is refused rather than read as 7 ms
+    (``purge --older-than 7`` would otherwise purge nearly everything). ``zero``
+    also takes ``0`` (with or without a unit), where zero means something:
+    "any age" for a purge cutoff, "now" for a delay.
 
     Raises:
-        ValueError: anything else, or a zero duration.
+        ValueError: anything else, a zero duration unless ``zero``, or a duration
+            above 2**62 ms.
     """
-    match = _DURATION.match(text) if isinstance(text, str) else None
+    if not isinstance(text, str):
+        raise ValueError(f"{text!r} is not a duration")
+    if zero and _ZERO.match(text):
+        return 0
+    match = _DURATION.match(text)
     if match is None:
         raise ValueError(
             f"{text!r} is not a duration; use a number and a unit: ms, s, m, h, d or w "
-            "(e.g. 15m, 24h, 7d)"
+            f"(e.g. 15m, 24h, 7d{'; 0 for none' if zero else ''})"
         )
-    ms = int(match.group(1)) * _UNIT_MS[match.group(2)]
+    ms = round(float(match.group(1)) * _UNIT_MS[match.group(2)])
     if ms <= 0:
         raise ValueError(f"{text!r}: a duration must be above zero")
+    if ms > _MAX_MS:
+        raise ValueError(f"{text!r}: a duration must be at most 2**62 ms")
     return ms
 
 

@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from engine._aio import run_to_exit
 from engine._gate import QueueGate
 from engine._ids import new_worker_id
 from engine._models import TaskDef
@@ -53,6 +54,8 @@ H = TypeVar("H", bound=Callable[..., Any])
 _RECENT_REPORTS = 100
 
 log = logging.getLogger("engine.worker")
+#: After ``serve`` ends: how long handlers still running get to answer their cancel.
+_LEFT_BEHIND_AFTER_S = 1.0
 
 
 def _checked_queues(queues: object) -> tuple[str, ...]:
@@ -435,11 +438,19 @@ class Worker(ClaimLoop):
         """Run until SIGINT or SIGTERM (blocking), then close an owned store.
 
         The first signal stops claiming and lets the calls in flight finish; a
-        second one gives up on those still in their handler (``_stop_now``).
+        second one gives up on those still in their handler (``_stop_now``). A
+        handler that swallows its cancellation is left behind once ``serve`` is
+        done (after ``_LEFT_BEHIND_AFTER_S``), so it cannot keep the process alive.
         Only ``serve`` owns the process, so only ``serve`` touches signal
         handlers; ``run`` and ``background`` leave them to their host.
         """
-        asyncio.run(self._serve(concurrency))
+        left = run_to_exit(self._serve(concurrency), grace_s=_LEFT_BEHIND_AFTER_S)
+        if left:
+            log.warning(
+                "%d handler(s) ignored their cancellation; exiting without them (their"
+                " tasks stay running until their leases end, then are recovered)",
+                left,
+            )
 
     async def _serve(self, concurrency: int | None) -> None:
         loop = asyncio.get_running_loop()

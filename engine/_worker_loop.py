@@ -98,8 +98,7 @@ class ClaimLoop(CallRunner):
         finally:
             self._state = "draining"
             try:
-                while self._call_tasks:
-                    await asyncio.gather(*list(self._call_tasks), return_exceptions=True)
+                await self._drain_calls()
             finally:
                 self._state = "stopped"
                 self._threads.release_idle()
@@ -107,6 +106,19 @@ class ClaimLoop(CallRunner):
                 self._stopping = False
                 self._finished.set()
                 self._run_concurrency = None
+
+    async def _drain_calls(self) -> None:
+        """Wait until no call task is left; a call given up on (``_give_up``) is not
+        waited for, even when its handler swallows the cancel: it pokes the wakeup,
+        and the tasks are looked at again."""
+        assert self._wakeup is not None
+        while self._call_tasks:
+            self._wakeup.clear()
+            poked = asyncio.ensure_future(self._wakeup.wait())
+            try:
+                await asyncio.wait({*self._call_tasks, poked}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                poked.cancel()
 
     async def _wait_wakeup(self, timeout_s: float | None = None) -> None:
         assert self._wakeup is not None

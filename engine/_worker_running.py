@@ -153,6 +153,7 @@ class CallRunner:
         task = asyncio.ensure_future(coro)
         self._call_tasks.add(task)
         task.add_done_callback(self._call_tasks.discard)
+        task.add_done_callback(_consume_outcome)  # what ``run``'s drain used to gather
         return task
 
     def _hold(self, call: Call) -> None:
@@ -279,7 +280,11 @@ class CallRunner:
             ctx.mark_lost()
             ctx.mark_settled()
         run.cancel()  # a def handler's thread is abandoned by the cancel (HandlerThreads.run)
+        # Not waited for by ``run`` either: a handler that swallows its cancellation
+        # would otherwise keep the stopping worker (and ``serve``'s process) for ever.
+        self._call_tasks.discard(run)
         self._release(call)
+        self._poke()
 
     # -- heartbeats ----------------------------------------------------------------------
 

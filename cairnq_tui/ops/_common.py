@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cairnq_tui.formatting import clean, parse_duration_ms
+from cairnq_tui.formatting import clean
 from cairnq_tui.named_targets import ConfigError, NamedTarget, resolve
 from cairnq_tui.target import Target, TargetError, check_target, make_store, parse_target
 from engine import CairnQ, TaskStore
-from engine.inspection import Inspector, describe_sqlite_file
+from engine.inspection import Inspector, describe_sqlite_file, parse_duration
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -182,7 +182,7 @@ def iso(ms: int | None) -> str | None:
 def duration_arg(text: str) -> int:
     """An argparse ``type``: ``30s``, ``15m``, ``24h``, ``7d`` -> ms."""
     try:
-        return parse_duration_ms(text)
+        return parse_duration(text, zero=True)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

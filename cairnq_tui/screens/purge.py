@@ -14,11 +14,11 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from cairnq_tui import keymap
 from cairnq_tui.actions import TERMINAL
-from cairnq_tui.formatting import parse_duration_ms, quoted
+from cairnq_tui.formatting import quoted
 from cairnq_tui.widgets.field import Field
 from cairnq_tui.widgets.key_footer import KeyFooter
 from cairnq_tui.widgets.view_bases import ConsoleNode
-from engine.inspection import CappedCount, Inspector
+from engine.inspection import CappedCount, Inspector, parse_duration
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class PurgeScreen(ConsoleNode, ModalScreen[PurgeRequest | None]):
             )
             return
         try:
-            older = parse_duration_ms(text)
+            older = parse_duration(text, zero=True)
         except ValueError as exc:
             self.post_message(self.Previewed(None, str(exc)))
             return

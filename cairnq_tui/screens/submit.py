@@ -23,11 +23,12 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
 from cairnq_tui import keymap
-from cairnq_tui.formatting import parse_duration_ms, quoted
+from cairnq_tui.formatting import quoted
 from cairnq_tui.ports import console_of
 from cairnq_tui.widgets.field import Field
 from cairnq_tui.widgets.key_footer import KeyFooter
 from engine import CONFLICTS
+from engine.inspection import parse_duration
 
 
 @dataclass(frozen=True)
@@ -280,7 +281,7 @@ class SubmitScreen(ModalScreen[SubmitRequest | None]):
             conflict=str(conflict),
             queue=queue,
             priority=_int(text("priority"), "priority"),
-            delay_ms=parse_duration_ms(text("delay") or "0"),
+            delay_ms=parse_duration(text("delay") or "0", zero=True),
             max_attempts=_int(text("max_attempts"), "max attempts", minimum=1),
             replacing=self.prefill.replacing,
             replacing_status=self.prefill.replacing_status,

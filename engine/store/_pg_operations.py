@@ -19,7 +19,6 @@ import psycopg
 from engine import _rules
 from engine._errors import AlreadyExists, LostLease
 from engine._models import SubmitOutcome, Task, TaskRef, in_claim_order
-from engine._sql import specialise, statement, to_pyformat
 from engine.store._base import (
     LEASE_EXPIRED_JSON,
     ClaimArgs,
@@ -33,6 +32,7 @@ from engine.store._base import (
     keyed_choice,
 )
 from engine.store._pg_group import lost
+from engine.store._pg_statements import PLANNED_WITH_VALUES, _sql
 
 T = TypeVar("T")
 Conn = psycopg.AsyncConnection[dict[str, Any]]
@@ -41,18 +41,6 @@ Conn = psycopg.AsyncConnection[dict[str, Any]]
 _BEGIN = "begin isolation level read committed"
 _COMMIT = "commit"
 _ROLLBACK = "rollback"
-
-
-#: Reads estimated far above what they read (the metrics sample's ranges): JIT
-#: would spend ~1 s compiling a 0.1 s read.
-WITHOUT_JIT = frozenset({"inspect_metrics_sample_throughput", "inspect_metrics_sample_latency"})
-
-
-def _sql(name: str, active: frozenset[str] | None = None) -> str:
-    text = statement("postgres", name)
-    if active is not None:
-        text = specialise(text, active)
-    return to_pyformat(text)
 
 
 class PostgresOperations(TaskStore):
@@ -166,30 +154,28 @@ class PostgresOperations(TaskStore):
         name: str,
         params: Mapping[str, Any],
         *,
-        active: frozenset[str] | None = None,
         jit: bool = True,
     ) -> builtins.list[dict[str, Any]]:
+        sql = _sql(name)
+        prepare = False if name in PLANNED_WITH_VALUES else None
+
         async def work(conn: Conn) -> builtins.list[dict[str, Any]]:
             if jit:
-                return await (await conn.execute(_sql(name, active), params)).fetchall()
+                return await (await conn.execute(sql, params, prepare=prepare)).fetchall()
             async with conn.transaction():
                 await conn.execute("set local jit = off")
-                return await (await conn.execute(_sql(name, active), params)).fetchall()
+                return await (await conn.execute(sql, params, prepare=prepare)).fetchall()
 
         return await self._run(work, write=False, retry=True)
 
     async def _list(
         self, filters: dict[str, str | None], limit: int, offset: int
     ) -> builtins.list[Task]:
-        active = frozenset(k for k, v in filters.items() if v is not None)
-        rows = await self._fetch_all(
-            "list", {**filters, "limit": limit, "offset": offset}, active=active
-        )
+        rows = await self._fetch_all("list", {**filters, "limit": limit, "offset": offset})
         return [self._task(r) for r in rows]
 
     async def _stats(self, queue: str | None) -> builtins.list[tuple[str, str, int]]:
-        active = frozenset({"queue"}) if queue is not None else frozenset()
-        rows = await self._fetch_all("stats", {"queue": queue}, active=active)
+        rows = await self._fetch_all("stats", {"queue": queue})
         return [(r["queue"], r["status"], int(r["count"])) for r in rows]
 
     async def _queue_depth(self, queue: str, max_depth: int) -> int:
@@ -239,11 +225,13 @@ class PostgresOperations(TaskStore):
     async def _purge(
         self, older_than_ms: int, filters: dict[str, str | None], limit: int
     ) -> builtins.list[str]:
-        active = frozenset(k for k, v in filters.items() if v is not None)
         params = {**filters, "older_than_ms": older_than_ms, "limit": limit}
+        # Each walks its own completion index (the partial queue one for a queue).
+        sql = _sql("purge_in_queue" if filters.get("queue") is not None else "purge")
 
         async def work(conn: Conn) -> builtins.list[dict[str, Any]]:
-            return await (await conn.execute(_sql("purge", active), params)).fetchall()
+            # Unprepared: PLANNED_WITH_VALUES.
+            return await (await conn.execute(sql, params, prepare=False)).fetchall()
 
         rows = await self._run(work, write=True)
         return [r["id"] for r in rows]

@@ -151,8 +151,9 @@ class StoreCore(abc.ABC):
     ) -> builtins.list[dict[str, Any]]:
         """Run the read-only statement ``sql/<dialect>/<name>.sql``; rows as dicts.
 
-        Optional filters written ``(:p is null or col = :p)`` are specialised for
-        the parameters that have a value (``engine._sql.specialise``). Used by
+        The file runs as written, its optional filters (``NULL`` = any) bound
+        like every other parameter (each dialect's files seek an index for the
+        filters given: see docs/architecture.md). Used by
         ``engine.Inspector``; never by write paths. ``background``: a read nobody
         waits on (a recorder's sample); SQLite runs it on a connection and thread
         of its own, so it never delays the other reads (Postgres: the pool does).

@@ -8,7 +8,9 @@ group commit (``_pg_group``): those arriving together share one pipelined
 transaction (their inserts one multi-row statement), each caller answered
 after its COMMIT. Statements are prepared
 server-side on first use (``prepare_threshold=0``): the set of texts is small
-and fixed.
+and fixed. Those with optional filters run unprepared, each call planned with
+its values (``_pg_statements.PLANNED_WITH_VALUES``); no text is edited at run
+time.
 
 Connecting follows docs/protocol-notes.md, Postgres (``_pg_schema``: schema
 guard, catalog check, migrations, protocol version, JSON wire form), then opens
@@ -39,7 +41,6 @@ from engine._errors import (
 )
 from engine._models import Task
 from engine._redaction import redact_dsn
-from engine._sql import specialise, statement, to_pyformat
 from engine.store import _pg_schema as pg_schema
 from engine.store._base import (
     ROW_COLUMNS,
@@ -49,8 +50,9 @@ from engine.store._base import (
 from engine.store._faults import postgres_fault
 from engine.store._pg_commits import CommitWatch
 from engine.store._pg_group import GroupCommit
-from engine.store._pg_operations import WITHOUT_JIT, PostgresOperations
+from engine.store._pg_operations import PostgresOperations
 from engine.store._pg_pool import most_recent_first, terminated
+from engine.store._pg_statements import WITHOUT_JIT, _sql
 
 T = TypeVar("T")
 Conn = psycopg.AsyncConnection[dict[str, Any]]
@@ -58,13 +60,6 @@ Conn = psycopg.AsyncConnection[dict[str, Any]]
 #: After the pool kept a read waiting (``read_own_connection_after_s``), reads skip
 #: the wait for a pooled connection this long: the pool is reconnecting.
 _RECOVERING_S = 5.0
-
-
-def _sql(name: str, active: frozenset[str] | None = None) -> str:
-    text = statement("postgres", name)
-    if active is not None:
-        text = specialise(text, active)
-    return to_pyformat(text)
 
 
 class PostgresStore(PostgresOperations):
@@ -468,5 +463,4 @@ class PostgresStore(PostgresOperations):
             ValueError: ``name`` is not a read-only statement of this dialect.
         """
         self._read_statement_text(name)
-        active = frozenset(k for k, v in params.items() if v is not None)
-        return await self._fetch_all(name, params, active=active, jit=name not in WITHOUT_JIT)
+        return await self._fetch_all(name, params, jit=name not in WITHOUT_JIT)

@@ -53,6 +53,7 @@ from engine._sqlite_file import (
     holds_nothing,
     is_read_only_file,
     read_only_uri,
+    refuse_url,
     remove_database_files,
 )
 from engine.store import _sqlite_sync as sync
@@ -119,7 +120,8 @@ class SQLiteStore(SQLiteOperations):
             acknowledged commits.
 
     Raises:
-        ValueError: a bad ``busy_timeout_ms`` or ``synchronous`` (nothing is opened).
+        ValueError: a bad ``busy_timeout_ms`` or ``synchronous``, or a URL such as a
+            Postgres DSN as ``path`` (nothing is opened or created).
     """
 
     dialect = "sqlite"
@@ -135,6 +137,7 @@ class SQLiteStore(SQLiteOperations):
         synchronous: Synchronous = "full",
     ) -> None:
         self._path = os.fspath(path)
+        refuse_url(self._path)
         _rules.integer(busy_timeout_ms, "busy_timeout_ms", minimum=0)
         self._synchronous = check_synchronous(synchronous)
         self._memory = _is_memory(self._path)

@@ -2,6 +2,9 @@
 -- counting at most :cap rows; the same candidates as purge (terminal, completed
 -- strictly before :before_ms) read through the same indexes.
 -- Params: :before_ms; :queue, :status, :name (NULL = any); :cap.
+-- Run unprepared (engine/store/_pg_statements.py PLANNED_WITH_VALUES): the server
+-- plans each call with its values, so a filter given one seeks its index and one
+-- left NULL drops out of the plan.
 select count(*) as n
 from (
     select 1 from cairnq_tasks

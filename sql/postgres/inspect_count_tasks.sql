@@ -4,6 +4,9 @@
 -- claim_name_idx (queue, status, name), name_idx, status_completed_idx.
 -- Params: :status, :queue, :name (NULL = any); :id_from, :id_to (an id-prefix range,
 -- NULL = open); :cap.
+-- Run unprepared (engine/store/_pg_statements.py PLANNED_WITH_VALUES): the server
+-- plans each call with its values, so a filter given one seeks its index and one
+-- left NULL drops out of the plan.
 select count(*) as n
 from (
     select 1 from cairnq_tasks

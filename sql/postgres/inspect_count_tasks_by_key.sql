@@ -2,6 +2,9 @@
 -- match the filters), counting at most :cap rows.
 -- Params: :key_from, :key_to (the prefix as a range; :key_to NULL = open); :status,
 -- :queue, :name (NULL = any); :cap.
+-- Run unprepared (engine/store/_pg_statements.py PLANNED_WITH_VALUES): the server
+-- plans each call with its values, so a filter given one seeks its index and one
+-- left NULL drops out of the plan.
 select count(*) as n
 from (
     select 1

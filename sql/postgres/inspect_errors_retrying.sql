@@ -7,6 +7,9 @@
 -- (:raw_text, SQLite's cheap look at the raw JSON, is not used: rendering jsonb as
 -- text costs more here than reading the two fields.)
 -- Params: :text; :queue, :name (NULL = any); :scan_limit; :limit.
+-- Run unprepared (engine/store/_pg_statements.py PLANNED_WITH_VALUES): the server
+-- plans each call with its values, so a filter given one seeks its index and one
+-- left NULL drops out of the plan.
 select t.id, t.name, t.queue, t.status, t.attempt, t.max_attempts, t.priority, t.worker_id,
        t.lease_until_ms, t.run_at_ms, t.cancel_requested_at_ms, t.progress,
        substr(t.message, 1, 200) as message, t.created_at_ms, t.updated_at_ms,

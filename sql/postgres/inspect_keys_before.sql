@@ -3,6 +3,9 @@
 -- joined to the task it points at (its status, name and queue).
 -- Params: :key_from, :key_to (the prefix as a range, NULL = open); :before_key (the cursor);
 -- :limit.
+-- Run unprepared (engine/store/_pg_statements.py PLANNED_WITH_VALUES): the server
+-- plans each call with its values, so a filter given one seeks its index and one
+-- left NULL drops out of the plan.
 select k.key, k.task_id, t.status, t.name, t.queue, k.created_at_ms, k.updated_at_ms
 from cairnq_task_keys k
 left join cairnq_tasks t on t.id = k.task_id

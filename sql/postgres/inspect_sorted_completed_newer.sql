@@ -5,6 +5,9 @@
 -- spelled out), (completed_at_ms) otherwise; the walk stops at :limit rows.
 -- Params: :status, :queue, :name (NULL = any); :from_ms, :to_ms; :cursor_ms,
 -- :cursor_id (the first page passes a cursor past every row); :limit.
+-- Run unprepared (engine/store/_pg_statements.py PLANNED_WITH_VALUES): the server
+-- plans each call with its values, so a filter given one seeks its index and one
+-- left NULL drops out of the plan.
 select id, name, queue, status, attempt, max_attempts, priority, worker_id, lease_until_ms,
        run_at_ms, cancel_requested_at_ms, progress, substr(message, 1, 200) as message,
        created_at_ms, updated_at_ms, completed_at_ms

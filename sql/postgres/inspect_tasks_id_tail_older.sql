@@ -5,6 +5,9 @@
 -- than :scan_limit index entries.
 -- Params: :text; :status, :queue, :name (NULL = any); :before_id (the cursor,
 -- NULL = from the newest); :scan_limit; :limit.
+-- Run unprepared (engine/store/_pg_statements.py PLANNED_WITH_VALUES): the server
+-- plans each call with its values, so a filter given one seeks its index and one
+-- left NULL drops out of the plan.
 select id, name, queue, status, attempt, max_attempts, priority, worker_id, lease_until_ms,
        run_at_ms, cancel_requested_at_ms, progress, substr(message, 1, 200) as message,
        created_at_ms, updated_at_ms, completed_at_ms

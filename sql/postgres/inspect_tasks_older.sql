@@ -3,10 +3,14 @@
 -- Ids are ULIDs led by the creation millisecond, so id order is creation order and
 -- walking the primary key index costs about page / share-of-matching-rows entries
 -- (no index covers created_at_ms; the schema is the protocol's). The filters are
--- written "(col = :p or :p is null)" so they are not specialised: the statement
--- keeps one shape, the twin of SQLite's, where the walk is what we want.
+-- written "(col = :p or :p is null)", the twin of SQLite's shape, where the walk is
+-- what we want; here the planner, given the values, walks the primary key for
+-- filters that match many rows (the caller picks this statement for those).
 -- Params: :status, :queue, :name (NULL = any); :id_from, :id_to (an id-prefix
 -- range, NULL = open); :before_id (the cursor, NULL = from the newest); :limit.
+-- Run unprepared (engine/store/_pg_statements.py PLANNED_WITH_VALUES): the server
+-- plans each call with its values, so a filter given one seeks its index and one
+-- left NULL drops out of the plan.
 select id, name, queue, status, attempt, max_attempts, priority, worker_id, lease_until_ms,
        run_at_ms, cancel_requested_at_ms, progress, substr(message, 1, 200) as message,
        created_at_ms, updated_at_ms, completed_at_ms

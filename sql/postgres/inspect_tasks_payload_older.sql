@@ -4,6 +4,9 @@
 -- than that many rows.
 -- Params: :text; :status, :queue, :name (NULL = any); :before_id (the cursor, NULL = from the newest);
 -- :scan_limit; :limit.
+-- Run unprepared (engine/store/_pg_statements.py PLANNED_WITH_VALUES): the server
+-- plans each call with its values, so a filter given one seeks its index and one
+-- left NULL drops out of the plan.
 select t.id, t.name, t.queue, t.status, t.attempt, t.max_attempts, t.priority, t.worker_id,
        t.lease_until_ms, t.run_at_ms, t.cancel_requested_at_ms, t.progress,
        substr(t.message, 1, 200) as message, t.created_at_ms, t.updated_at_ms, t.completed_at_ms

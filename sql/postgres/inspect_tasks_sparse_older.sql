@@ -1,10 +1,13 @@
 -- inspect_tasks_sparse_older: a page of tasks, newest first, strictly older than a cursor,
 -- for filters that match few rows (the caller knows from inspect_count_tasks). The
--- filters are specialised to equalities so an index on them (claim, claim_name,
+-- filters given a value are planned as equalities so an index on them (claim, claim_name,
 -- name, status_completed) finds the matching ids, the planner sorts those few by
 -- id, and only the page's rows are then read in full.
 -- Params: :status, :queue, :name (NULL = any); :id_from, :id_to (an id-prefix
 -- range, NULL = open); :before_id (the cursor, NULL = from the newest); :limit.
+-- Run unprepared (engine/store/_pg_statements.py PLANNED_WITH_VALUES): the server
+-- plans each call with its values, so a filter given one seeks its index and one
+-- left NULL drops out of the plan.
 select id, name, queue, status, attempt, max_attempts, priority, worker_id, lease_until_ms,
        run_at_ms, cancel_requested_at_ms, progress, substr(message, 1, 200) as message,
        created_at_ms, updated_at_ms, completed_at_ms

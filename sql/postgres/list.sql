@@ -1,7 +1,8 @@
 -- list: tasks matching every given filter (NULL = unfiltered), newest first.
 -- Params: :status, :queue, :name, :root_id, :correlation_id, :limit, :offset.
--- Filters with a value are rewritten to plain equalities before preparing
--- (engine._sql.specialise) so each can use its index.
+-- Run unprepared (engine/store/_pg_statements.py PLANNED_WITH_VALUES): the server
+-- plans each call with its values, so a filter given one seeks its index and one
+-- left NULL drops out of the plan.
 select *
 from cairnq_tasks
 where (:status::text is null or status = :status::text)

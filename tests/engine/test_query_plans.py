@@ -5,11 +5,16 @@ scans the whole tasks table.
 SQLite: ``EXPLAIN QUERY PLAN`` on a file the store built and analysed. Postgres:
 ``EXPLAIN (format json)`` on a few thousand rows after ANALYZE, with sequential
 scans priced out (``enable_seqscan = off``), so the assertion is that the index
-*can* serve the statement as written, not a guess about small-table costs.
+*can* serve the statement as written, not a guess about small-table costs. A
+statement with optional filters is explained as written with its values bound
+(the store runs it unprepared: ``_pg_statements.PLANNED_WITH_VALUES``); the
+prepared claims' generic plans are checked too, and purge on a larger table with
+and without planner statistics.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -24,7 +29,7 @@ from engine._sql import sql_root, statement
 
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 
-# (statement, filters given a value (specialised), parameters left NULL, indexes any of which
+# (statement, filters given a value, parameters left NULL, indexes any of which
 # must serve the tasks table).
 CLAIMS = [
     ("claim", {"names": '["n1", "n2"]'}, {"cairnq_tasks_claim_idx", "cairnq_tasks_claim_name_idx"}),
@@ -397,7 +402,7 @@ async def pg_plans(pg_store: PostgresStore, pg_dsn: str, pg_schema: str) -> Any:
     await conn.execute("analyze cairnq_tasks")
     await conn.execute("set enable_seqscan = off")
 
-    async def plan(sql: str, given: dict[str, Any]) -> list[dict[str, Any]]:
+    async def plan(sql: str, given: Any) -> list[dict[str, Any]]:
         cur = await conn.execute("explain (format json) " + sql, given)
         row = await cur.fetchone()
         assert row is not None
@@ -409,6 +414,7 @@ async def pg_plans(pg_store: PostgresStore, pg_dsn: str, pg_schema: str) -> Any:
             stack.extend(node.get("Plans", []))
         return nodes
 
+    plan.conn = conn  # type: ignore[attr-defined]
     yield plan
     await conn.close()
 
@@ -466,13 +472,12 @@ async def test_postgres_recovery_and_probe_read_the_lease_index(pg_plans: Any) -
 async def test_postgres_purge_shapes_read_a_completion_index(
     pg_plans: Any, active: frozenset[str], indexes: set[str]
 ) -> None:
-    from engine.store.postgres import _sql
-
-    sql = _sql("purge", active)
     nulls = {f: None for f in PURGE_FILTERS if f not in active}
+    values = _pg_values("purge", {**nulls, "older_than_ms": 0})
+    sql = _purge_statement(values)  # unprepared: planned with the values bound
     # Postgres may prefer the plain completion index for its order (the LIMIT
     # stops early); any completion index keeps the read off live rows.
-    _assert_pg(await pg_plans(sql, _pg_values("purge", {**nulls, "older_than_ms": 0})), COMPLETION)
+    _assert_pg(await pg_plans(sql, values), COMPLETION)
 
 
 @pytest.mark.postgres
@@ -482,7 +487,7 @@ async def test_postgres_list_shapes_use_a_filter_index(
 ) -> None:
     from engine.store.postgres import _sql
 
-    sql = _sql("list", active)
+    sql = _sql("list")  # unprepared: planned with the values bound
     nulls = {f: None for f in LIST_FILTERS if f not in active}
     wanted = set().union(*(LIST_INDEXES.get(f, set()) for f in active))
     if "correlation_id" in active:
@@ -551,66 +556,210 @@ async def test_postgres_probe_seeks_an_index_over_a_backlog_with_statistics(
     assert "Seq Scan" not in scans, scans
 
 
+def _purge_statement(given: dict[str, Any]) -> str:
+    """The purge the store runs for these filters (``PostgresOperations._purge``)."""
+    from engine.store.postgres import _sql
+
+    return _sql("purge_in_queue" if given.get("queue") is not None else "purge")
+
+
+PURGE_BACKLOG_SHAPES = [
+    {},
+    {"queue": "default"},
+    {"status": "failed"},
+    {"name": "noop"},
+    {"queue": "other", "status": "failed", "name": "noop"},
+]
+
+
 @pytest.mark.postgres
-@pytest.mark.parametrize("mode", ["force_custom_plan", "force_generic_plan"])
+@pytest.mark.parametrize("limit", [100, 1000])
 @pytest.mark.parametrize("analyzed", [True, False], ids=["statistics", "no-statistics"])
-@pytest.mark.parametrize("active", [frozenset(), frozenset({"queue"}), frozenset({"status"})])
-async def test_postgres_purge_deletes_by_key_over_a_backlog(
+@pytest.mark.parametrize(
+    "filters", PURGE_BACKLOG_SHAPES, ids=lambda f: "+".join(sorted(f)) or "unfiltered"
+)
+async def test_postgres_purge_walks_a_completion_index_with_or_without_statistics(
     pg_store: PostgresStore,
     pg_dsn: str,
     pg_schema: str,
-    active: frozenset[str],
+    filters: dict[str, str],
     analyzed: bool,
-    mode: str,
+    limit: int,
 ) -> None:
-    """Purge, planned as the server would (sequential scans allowed, with or
-    without statistics), reads neither its candidates nor the rows it deletes
-    by scanning the whole table.
+    """Purge, planned as the server plans the store's call (values bound,
+    sequential scans allowed), walks a completion index in order and stops at
+    the limit, on a table with planner statistics or with none (new, or filled
+    faster than autoanalyze runs), and deletes by primary key.
 
-    ``delete ... where id in (select ... limit n)`` was planned as a hash semi
-    join over a sequential scan of cairnq_tasks: each purge of 100 rows cost
-    a read of every row (6 ms at 20k rows, growing with the table; the planner
-    turns to a nested loop only on larger tables).
+    Without statistics the candidates were read by a bitmap of every terminal
+    row (or every row of the name) and sorted to keep the first :limit (100,000
+    finished rows, purge of 100: ~400 ms; after ANALYZE, 10-14 ms).
+    ``delete ... where id in (select ... limit n)`` had been planned as a hash
+    semi join over a sequential scan of cairnq_tasks.
     """
     import psycopg
 
-    from engine.store.postgres import _sql
-
     async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
         await conn.execute(f'set search_path to "{pg_schema}"')
+        # No autoanalyze behind the test's back: "no statistics" stays so.
+        await conn.execute("alter table cairnq_tasks set (autovacuum_enabled = false)")
         await conn.execute(
             """
             insert into cairnq_tasks (id, name, queue, status, payload, run_at_ms,
                                       created_at_ms, updated_at_ms, completed_at_ms)
             select 'task_' || lpad(g::text, 8, '0'), 'noop',
                    case when g % 4 = 3 then 'other' else 'default' end,
-                   'succeeded', '{}'::jsonb, 0, g, g, g
-            from generate_series(1, 20000) as g
+                   case when g % 5 = 0 then 'failed' else 'succeeded' end,
+                   '{}'::jsonb, 0, g, g, g
+            from generate_series(1, 40000) as g
             """
         )
         if analyzed:
             await conn.execute("analyze cairnq_tasks")
-        given: dict[str, Any] = {"queue": None, "status": None, "name": None}
-        given.update({"queue": "default"} if "queue" in active else {})
-        given.update({"status": "succeeded"} if "status" in active else {})
-        given.update(older_than_ms=0, limit=100)
-        # The store runs purge as a prepared statement: after a few calls the
-        # server may settle on a generic plan, made without the values.
-        order = list(given)
-        sql = _sql("purge", active)
-        for place, key in enumerate(order, start=1):
-            sql = sql.replace(f"%({key})s", f"${place}")
-        await conn.execute(f"prepare doomed as {sql}")  # type: ignore[arg-type]
-        await conn.execute("set plan_cache_mode = " + mode)  # type: ignore[arg-type]
-        literals = ", ".join("null" if given[k] is None else repr(given[k]) for k in order)
-        cur = await conn.execute(
-            f"explain (format json) execute doomed({literals})"  # type: ignore[arg-type]
-        )
+        given: dict[str, Any] = {"queue": None, "status": None, "name": None, **filters}
+        given.update(older_than_ms=0, limit=limit)
+        # The store runs purge unprepared: planned with the values bound.
+        sql = _purge_statement(given)
+        cur = await conn.execute("explain (format json) " + sql, given)  # type: ignore[operator]
         row = await cur.fetchone()
     assert row is not None
-    stack, scans = [row[0][0]["Plan"]], []
+    nodes: list[dict[str, Any]] = []
+    stack = [row[0][0]["Plan"]]
     while stack:
         node = stack.pop()
-        scans.append(node.get("Node Type"))
+        nodes.append(node)
         stack.extend(node.get("Plans", []))
-    assert "Seq Scan" not in scans, scans
+    assert not [n for n in nodes if n["Node Type"] == "Seq Scan"], nodes
+    indexed = [n for n in nodes if "Index Name" in n]
+    # The delete finds its rows by primary key ...
+    assert len([n for n in indexed if n["Index Name"] == "cairnq_tasks_pkey"]) == 1, indexed
+    # ... and the candidates are one ordered walk of a completion index ...
+    walks = [n for n in indexed if n["Index Name"] != "cairnq_tasks_pkey"]
+    assert [(n["Node Type"], n["Index Name"] in COMPLETION) for n in walks] == [
+        ("Index Scan", True)
+    ], walks
+    # ... never sorted: the only sort orders the deleted rows for the answer.
+    sorts = [n for n in nodes if n["Node Type"] in ("Sort", "Incremental Sort")]
+    assert all(k.startswith("deleted.") for n in sorts for k in n["Sort Key"]), sorts
+
+
+# A ``:param`` tested for NULL: an optional filter, a cursor or a range left open.
+_OPTIONAL_PARAM = re.compile(r":[A-Za-z_]\w*(?:::[\w\[\]]+)?\s+is\s+null", re.IGNORECASE)
+# Prepared statements whose optional part a generic plan still serves: the claims'
+# ``names`` is a residual filter on the claim index's walk (checked below), the
+# probe's ``:names is null`` a one-time guard of a whole branch.
+_PREPARED_WITH_OPTIONAL = {"claim", "claim_one_queue", "claimable_probe"}
+
+
+def test_postgres_statements_with_optional_filters_run_unprepared() -> None:
+    """Every Postgres statement with an optional filter is planned per call with its
+    values (run unprepared), except the prepared ones whose generic plan is checked."""
+    from engine._sql import sql_root
+    from engine.store._pg_statements import PLANNED_WITH_VALUES
+
+    names = {p.stem for p in (sql_root() / "postgres").glob("*.sql")}
+    optional = {n for n in names if _OPTIONAL_PARAM.search(statement("postgres", n))}
+    assert names >= PLANNED_WITH_VALUES
+    assert optional - _PREPARED_WITH_OPTIONAL == PLANNED_WITH_VALUES
+    for name in PLANNED_WITH_VALUES:
+        header = (sql_root() / "postgres" / f"{name}.sql").read_text(encoding="utf-8")
+        assert "unprepared" in header.split("\nselect")[0].split("\nwith")[0], name
+
+
+def _pg_literal(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "array[" + ", ".join(_pg_literal(v) for v in value) + "]"
+    return str(value) if isinstance(value, int) else "'" + str(value) + "'"
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("name", "given", "indexes"), [c for c in CLAIMS if c[0] in _PREPARED_WITH_OPTIONAL]
+)
+async def test_postgres_claim_variants_generic_plans_seek_the_claim_indexes(
+    pg_plans: Any, name: str, given: dict[str, Any], indexes: set[str]
+) -> None:
+    """The claims with optional ``names`` stay prepared: the plan the server settles
+    on after five calls, made without the values, still reads a claim index
+    (``names`` given or NULL)."""
+    from engine.store.postgres import _sql
+
+    if name == "claim":
+        indexes = indexes | {"cairnq_tasks_status_completed_idx"}  # as above
+    values = _pg_values(name, given)
+    order = sorted(values)
+    sql = _sql(name)
+    for place, key in enumerate(order, start=1):
+        sql = sql.replace(f"%({key})s", f"${place}")
+    await pg_plans.conn.execute(f"prepare generic_claim as {sql}")
+    await pg_plans.conn.execute("set plan_cache_mode = force_generic_plan")
+    try:
+        # A generic plan is made without the values: these only fill the call.
+        args = ", ".join(_pg_literal(values[k]) for k in order)
+        _assert_pg(await pg_plans(f"execute generic_claim({args})", None), indexes)
+    finally:
+        await pg_plans.conn.execute("reset plan_cache_mode")
+        await pg_plans.conn.execute("deallocate generic_claim")
+
+
+@pytest.mark.postgres
+async def test_postgres_store_plans_a_filtered_list_with_its_values_after_unfiltered_ones(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """Through the store: ten unfiltered lists, then one by a rare name. Prepared,
+    the server could have settled on a generic plan by then (made without the
+    values: no filter's index); the list is never prepared, so the name index
+    serves the filtered call."""
+    import psycopg
+
+    store = PostgresStore(pg_dsn, schema=pg_schema, max_size=1)
+    await store.connect()
+    try:
+        async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as admin:
+            await admin.execute(f'set search_path to "{pg_schema}"')
+            await admin.execute(
+                """
+                insert into cairnq_tasks (id, name, queue, status, payload, run_at_ms,
+                                          created_at_ms, updated_at_ms)
+                select 'task_' || lpad(g::text, 8, '0'),
+                       case when g % 2000 = 0 then 'rare' else 'common' end,
+                       'default', 'queued', '{}'::jsonb, 0, g, g
+                from generate_series(1, 20000) as g
+                """
+            )
+            await admin.execute("analyze cairnq_tasks")
+
+            async def name_index_scans() -> int:
+                cur = await admin.execute(
+                    "select coalesce(sum(idx_scan), 0) from pg_stat_user_indexes"
+                    " where schemaname = %s and indexrelname = 'cairnq_tasks_name_idx'",
+                    [pg_schema],
+                )
+                row = await cur.fetchone()
+                assert row is not None
+                return int(row[0])
+
+            for _ in range(10):
+                assert len(await store.list(limit=5)) == 5
+            before = await name_index_scans()
+            rare = await store.list(name="rare", limit=50)
+            assert len(rare) == 10
+
+            async def flush_and_prepared(conn: Any) -> list[str]:
+                await conn.execute("select pg_stat_force_next_flush()")
+                cur = await conn.execute("select statement from pg_prepared_statements")
+                return [r["statement"] for r in await cur.fetchall()]
+
+            prepared = await store._run(flush_and_prepared, write=False)
+            assert not [s for s in prepared if "is null or" in s], prepared
+
+            for _ in range(50):  # the flush lands once the store's connection is idle
+                await admin.execute("select pg_stat_clear_snapshot()")
+                if await name_index_scans() > before:
+                    break
+                await asyncio.sleep(0.1)
+            assert await name_index_scans() > before
+    finally:
+        await store.close()

@@ -324,6 +324,29 @@ async def test_bad_constructor_arguments() -> None:
         SQLiteStore(":memory:", busy_timeout_ms=-1)
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://postgres:s3cret@127.0.0.1:5432/test",
+        "postgres://localhost/db",
+        "sqlite:///tasks.db",
+    ],
+)
+async def test_a_url_as_path_is_refused_creating_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    """A DSN passed to the SQLite side once became ``postgresql:/…/test`` on disk."""
+    monkeypatch.chdir(tmp_path)
+    from engine import CairnQ, Worker
+
+    for opening in (SQLiteStore, CairnQ.sqlite, Worker.sqlite):
+        with pytest.raises(ValueError, match="not the URL") as raised:
+            opening(url)
+        assert "s3cret" not in str(raised.value)
+        assert ("PostgresStore" in str(raised.value)) == url.startswith("postgres")
+    assert list(tmp_path.iterdir()) == []
+
+
 async def test_closed_store_refuses_calls(sqlite_path: Path) -> None:
     store = SQLiteStore(sqlite_path)
     await store.connect()

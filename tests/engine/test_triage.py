@@ -59,10 +59,13 @@ def test_masking_takes_whole_hex_words() -> None:
     # A hex word holding a digit is one volatile part, never "beef<n>".
     assert mask_message("cache key beef42 stale") == "cache key <hex> stale"
     assert mask_message("row 7fa3 and ab1") == "row <hex> and <hex>"
-    # Six hex letters or more without a digit are a value too; fewer are words.
+    # Eight hex letters or more without a digit are a value too; fewer are words
+    # (English has words of a-f up to seven letters: they must not merge groups).
     assert mask_message("deadbeef cafe failed") == "<hex> cafe failed"
     assert mask_message("DEADBEEF and c0ffee") == "<hex> and <hex>"
     assert mask_message("bad face") == "bad face"
+    assert mask_message("a decade of facade, defaced") == "a decade of facade, defaced"
+    assert mask_message("Accede to EFFACED") == "Accede to EFFACED"
     # Digits alone stay numbers; 0x-prefixed runs and uuids keep their masks.
     assert mask_message("order 4242 and 0xBEEF") == "order <n> and <hex>"
     assert (
@@ -79,9 +82,16 @@ def test_durations() -> None:
     assert parse_duration("24h") == DAY
     assert parse_duration(" 7d ") == 7 * DAY
     assert parse_duration("500ms") == 500
-    for bad in ("", "15", "m", "-5m", "0s", "1.5h", "1y"):
+    assert parse_duration("1.5h") == 5_400_000
+    assert parse_duration("2w") == 14 * DAY
+    for bad in ("", "15", "m", "-5m", "0s", "0", "1y", "1e3s", "nan s", "99999999999999w"):
         with pytest.raises(ValueError, match="duration"):
             parse_duration(bad)
+    # Where zero means something (a purge of any age, a delay of none).
+    assert parse_duration("0", zero=True) == parse_duration(" 0s ", zero=True) == 0
+    for bad in ("7", "-1d", "00x"):
+        with pytest.raises(ValueError, match="duration"):
+            parse_duration(bad, zero=True)
 
 
 def test_bad_filters_and_windows_are_refused() -> None:

@@ -6,8 +6,9 @@ adds none).
 SQLite: ``EXPLAIN QUERY PLAN`` on a file the store built and analysed; the
 statement as written (``read_statement`` runs the file unchanged), with the
 filters given a value and the others NULL.
-Postgres: ``EXPLAIN (format json)`` as the server plans it with real statistics
-(sequential scans allowed) on a table shaped like a busy queue's: mostly
+Postgres: ``EXPLAIN (format json)`` of the text as written with the values bound,
+as the store runs it (unprepared, planned per call with its values), with real
+statistics (sequential scans allowed) on a table shaped like a busy queue's: mostly
 succeeded, a tenth failed, a few live. There Postgres may walk the plain
 completion index for a failed-only read (completion time and heap order go
 together); either completion index keeps the walk inside the window.
@@ -26,7 +27,7 @@ import pytest
 from sqlite_branches import running_branch
 
 from engine import PostgresStore, SQLiteStore
-from engine._sql import specialise, statement, to_pyformat  # specialise: Postgres only
+from engine._sql import statement, to_pyformat
 
 PK = {"sqlite_autoindex_cairnq_tasks_1", "cairnq_tasks_pkey"}
 STATUS_COMPLETED = {"cairnq_tasks_status_completed_idx"}
@@ -321,7 +322,9 @@ def pg_plan() -> Iterator[Any]:
     conn.execute("analyze cairnq_tasks")
 
     def plan(name: str, active: frozenset[str]) -> list[dict[str, Any]]:
-        text = specialise(statement("postgres", name), active)
+        # The text as written, planned with the values bound (server-side), as
+        # the store runs it: unprepared, each call planned with its values.
+        text = statement("postgres", name)
         values = _values(text, active, "postgres", rows=PG_ROWS)
         row = conn.execute("explain (format json) " + to_pyformat(text), values).fetchone()
         assert row is not None

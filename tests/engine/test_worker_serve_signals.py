@@ -2,8 +2,9 @@
 
 The first SIGTERM (or SIGINT) stops claiming and lets the calls in flight
 finish; a handler that never returns kept the process waiting for ever. The
-second signal gives up on the calls still in their handler: the process exits,
-and their tasks stay ``running`` under their leases for lease recovery to take.
+second signal gives up on the calls still in their handler: the process exits
+(also past a handler that swallows its cancellation), and their tasks stay
+``running`` under their leases for lease recovery to take.
 """
 
 from __future__ import annotations
@@ -47,6 +48,14 @@ SERVE = textwrap.dedent(
             await asyncio.Event().wait()
         except asyncio.CancelledError:
             raise RuntimeError("interrupted") from None  # must not fail the task
+
+    @worker.task
+    async def hang_async_stubborn(ctx):
+        while True:  # swallows every cancellation: only the process's end stops it
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                pass
 
     @worker.task
     async def quick(ctx, payload):
@@ -94,7 +103,7 @@ async def test_second_signal_gives_up_on_hung_handlers(
 
             hung = [
                 (await store.submit(name=n)).id
-                for n in ("hang_def", "hang_async", "hang_async_raising")
+                for n in ("hang_def", "hang_async", "hang_async_raising", "hang_async_stubborn")
             ]
 
             async def claimed() -> bool:
@@ -108,7 +117,7 @@ async def test_second_signal_gives_up_on_hung_handlers(
 
             # First signal: a warm stop, which waits for the hung handlers.
             proc.send_signal(signal.SIGTERM)
-            await eventually(lambda: "3 call(s) in flight" in stderr_path.read_text(), timeout=60)
+            await eventually(lambda: "4 call(s) in flight" in stderr_path.read_text(), timeout=60)
             late = (await store.submit(name="quick", payload={"i": 1})).id
             assert proc.poll() is None
 
@@ -123,7 +132,9 @@ async def test_second_signal_gives_up_on_hung_handlers(
         worker_id, served = out.split()
         assert served == "served"
         errors = stderr_path.read_text()
-        assert "SIGTERM: stopping, 3 call(s) in flight; send the signal again" in errors
+        assert "SIGTERM: stopping, 4 call(s) in flight; send the signal again" in errors
+        # The handler that swallowed its cancellation is left behind, saying so.
+        assert "1 handler(s) ignored their cancellation" in errors
         assert "Traceback" not in errors
 
         # Given up on, not failed: each stays running under this worker's lease.

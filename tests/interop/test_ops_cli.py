@@ -282,6 +282,9 @@ async def test_purge_follows_the_console_cutoff(backend: Backend) -> None:
         ["--older-than", "0", "--status", "queued"],
         [],
         ["--older-than", "-1d"],
+        # A number without its unit once meant milliseconds: "7" (days, surely)
+        # purged every terminal task older than 7 ms.
+        ["--older-than", "7"],
     ):
         result = cli(backend, "purge", *bad, "--yes")
         assert result.returncode == 2, (bad, result.stderr)

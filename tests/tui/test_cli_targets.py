@@ -98,6 +98,20 @@ def test_an_empty_target_is_refused_and_creates_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("url", ["mysql://app:S3cret@db/tasks", "sqlite:///tasks.db"])
+def test_a_url_of_another_scheme_is_refused_and_creates_nothing(tmp_path: Path, url: str) -> None:
+    """Taken for a SQLite path, it printed its password and became folders on disk."""
+    err = refused_in_one_line(launch(tmp_path, url))
+    assert "is a URL the console cannot open" in err
+    assert "S3cret" not in err
+    for argv in (["tasks", url, "--json"], ["submit", url, "hello"]):
+        done = subprocess.run(
+            [SCRIPT, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+        assert "S3cret" not in refused_in_one_line(done)
+    assert list(tmp_path.iterdir()) == []
+
+
 # -- nothing is created by a refused open ----------------------------------------
 
 

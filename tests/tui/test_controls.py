@@ -251,6 +251,11 @@ async def test_purge_previews_then_deletes(demo_db: Path, db: SQLiteStore) -> No
         await pilot.pause(0.2)
         assert "not a duration" in str(screen.query_one("#preview", Static).render())
         assert screen.query_one("#purge", Button).disabled
+        # A bare number is no cutoff (it once read as milliseconds: "7" = every task).
+        screen.query_one("#older", Input).value = "7"
+        await pilot.pause(0.2)
+        assert "not a duration" in str(screen.query_one("#preview", Static).render())
+        assert screen.query_one("#purge", Button).disabled
         screen.query_one("#older", Input).value = "0"
         screen.query_one("#status").value = "failed"  # type: ignore[attr-defined]
         await pilot.pause(0.3)
