@@ -5,7 +5,7 @@
 -- parameters: SQLite tests it before its branch reads a row). An id range seeks the
 -- primary key when it has both bounds (a prefix), or a lower one (a "since" time)
 -- and no filter but the status (a status matches a large share of the rows, the
--- planner's own choice when the filters were specialised); else each combination
+-- planner's own choice for these shapes); else each combination
 -- of status, queue and
 -- name is written as the equalities that seek a covering index: claim_idx
 -- (queue, status), claim_name_idx (queue, status, name), name_idx,

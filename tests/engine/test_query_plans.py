@@ -351,7 +351,7 @@ def test_sqlite_statements_stay_prepared_whatever_the_status(
 
 def test_sqlite_store_runs_sqlite_statements_as_written() -> None:
     """No SQLite module edits a statement's text: each file is run as it is
-    (``engine._sql.specialise`` is for no SQLite caller), and the purge the
+    (no SQLite module calls a rewriter such as ``specialise``), and the purge the
     store picks is the file by name, unchanged."""
     import ast
 
