@@ -15,11 +15,6 @@ from typing import Literal
 Dialect = Literal["sqlite", "postgres"]
 
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
-_OPTIONAL_FILTER = re.compile(
-    r"\(\s*:(?P<p>[A-Za-z_][A-Za-z0-9_]*)(?:::text)?\s+is\s+null\s+or\s+(?P<col>[A-Za-z_][A-Za-z0-9_.]*)"
-    r"\s*(?P<op><=|>=|<|>|=)\s*:(?P=p)(?:::text)?\s*\)",
-    re.IGNORECASE,
-)
 
 
 def sql_root() -> Path:
@@ -53,27 +48,6 @@ def migrations(dialect: Dialect) -> list[tuple[str, str]]:
     """
     folder = sql_root() / "migrations" / dialect
     return [(p.name, p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.sql"))]
-
-
-@cache
-def specialise(text: str, active: frozenset[str]) -> str:
-    """Rewrite ``(:p is null or col = :p)`` to ``col = :p`` for each active ``p``.
-
-    The comparisons ``<``, ``<=``, ``>`` and ``>=`` are rewritten the same way (keyset
-    cursors and prefix ranges need them to seek an index).
-
-    One plan serves both branches of the generic form and it uses no index, so a
-    filter that has a value is spelled as a plain equality before preparing.
-    Filters whose value is NULL keep the generic form (which is then always true).
-    """
-
-    def repl(match: re.Match[str]) -> str:
-        param = match.group("p")
-        if param in active:
-            return f"{match.group('col')} {match.group('op')} :{param}"
-        return match.group(0)
-
-    return _OPTIONAL_FILTER.sub(repl, text)
 
 
 @cache
