@@ -56,7 +56,7 @@ import cairnq
 import call_phases  # type: ignore[import-not-found]
 
 import engine
-from engine._sql import statement, to_pyformat
+from engine._sql import statement
 from engine.store._base import LEASE_EXPIRED_JSON
 from engine.store.postgres import PostgresStore
 from engine.store.sqlite import SQLiteStore
@@ -453,7 +453,7 @@ def _sqlite(name: str) -> str:
 
 
 def _pg(name: str) -> str:
-    return to_pyformat(statement("postgres", name))
+    return statement("postgres", name)
 
 
 async def cycle_floor(target: Target, count: int, slots: int) -> float:

@@ -1,8 +1,10 @@
 """Named SQL statements, loaded from ``sql/`` (source checkout) or ``engine/sql`` (wheel).
 
 Every statement is one file, ``sql/<dialect>/<name>.sql``, written with named
-``:params``; migrations are ``sql/migrations/<dialect>/NNNN_name.sql``. The Python
-side refers to statements by name only.
+parameters in its driver's own style (``:name`` for sqlite3, ``%(name)s`` for
+psycopg, a literal ``%`` doubled) and run exactly as written; migrations are
+``sql/migrations/<dialect>/NNNN_name.sql``. The Python side refers to statements by
+name only and never edits their text.
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ from typing import Literal
 
 Dialect = Literal["sqlite", "postgres"]
 
-_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
+#: A parameter as each dialect's files write it: ``:name`` (sqlite3's named style)
+#: or ``%(name)s`` (psycopg's). ``::casts`` are not parameters.
+PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)|%\(([A-Za-z_][A-Za-z0-9_]*)\)s")
+
+
+def parameters(text: str) -> set[str]:
+    """The names of the parameters ``text`` takes (either dialect's style)."""
+    return {a or b for a, b in PARAM.findall(text)}
 
 
 def sql_root() -> Path:
@@ -48,10 +57,3 @@ def migrations(dialect: Dialect) -> list[tuple[str, str]]:
     """
     folder = sql_root() / "migrations" / dialect
     return [(p.name, p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.sql"))]
-
-
-@cache
-def to_pyformat(text: str) -> str:
-    """``:name`` -> ``%(name)s`` for psycopg; literal ``%`` doubled; ``::casts`` kept."""
-    escaped = text.replace("%", "%%")
-    return _PARAM.sub(lambda m: f"%({m.group(1)})s", escaped)

@@ -19,7 +19,7 @@ import psycopg
 from psycopg import sql
 
 from engine._errors import ProtocolVersionMismatch, SchemaMismatch
-from engine._sql import migrations, statement, to_pyformat
+from engine._sql import migrations, statement
 from engine.store import _schema_check as schema_check
 from engine.store._base import ROW_COLUMNS
 
@@ -51,7 +51,7 @@ _TABLE_SHAPE = "select * from cairnq_tasks limit 0"
 
 
 def _sql(name: str) -> str:
-    return to_pyformat(statement("postgres", name))
+    return statement("postgres", name)
 
 
 @dataclass(frozen=True, slots=True)

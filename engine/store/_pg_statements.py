@@ -8,7 +8,7 @@ prepared server-side on first use (``prepare_threshold=0``) except those in
 
 from __future__ import annotations
 
-from engine._sql import statement, to_pyformat
+from engine._sql import statement
 
 #: Reads estimated far above what they read (the metrics sample's ranges): JIT
 #: would spend ~1 s compiling a 0.1 s read.
@@ -57,5 +57,5 @@ PLANNED_WITH_VALUES = frozenset(
 
 
 def _sql(name: str) -> str:
-    """The statement ``sql/postgres/<name>.sql`` in psycopg's parameter style."""
-    return to_pyformat(statement("postgres", name))
+    """The statement ``sql/postgres/<name>.sql`` (written in psycopg's ``%(name)s`` style)."""
+    return statement("postgres", name)

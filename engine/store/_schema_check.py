@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from engine._errors import SchemaMismatch
-from engine._sql import statement, to_pyformat
+from engine._sql import statement
 
 Dialect = Literal["sqlite", "postgres"]
 W = TypeVar("W")
@@ -215,7 +215,7 @@ def _sqlite_sql(name: str) -> str:
 
 
 def _postgres_sql(name: str) -> str:
-    return to_pyformat(statement("postgres", name))
+    return statement("postgres", name)
 
 
 _WHERE = re.compile(r"\bwhere\b(.*)$", re.IGNORECASE | re.DOTALL)

@@ -1,6 +1,6 @@
 -- cancel: a queued task is canceled at once; a running one gets the cooperative
 -- cancel flag (refreshed on re-cancel). Terminal rows are untouched (no row
--- returned); the lease and worker_id never change here. Params: :id.
+-- returned); the lease and worker_id never change here. Params: %(id)s.
 update cairnq_tasks
 set status = case when status = 'queued' then 'canceled' else status end,
     completed_at_ms = case
@@ -12,5 +12,5 @@ set status = case when status = 'queued' then 'canceled' else status end,
         else cancel_requested_at_ms
     end,
     updated_at_ms = (extract(epoch from now()) * 1000)::bigint
-where id = :id::text and status in ('queued', 'running')
+where id = %(id)s::text and status in ('queued', 'running')
 returning *

@@ -1,6 +1,6 @@
 -- claimable_probe: is there anything for a claim session to do? A due queued row
--- on :queues passing the name filter (:names NULL = any name), or any expired
--- lease anywhere (recovery is global). Params: :queues, :names.
+-- on %(queues)s passing the name filter (%(names)s NULL = any name), or any expired
+-- lease anywhere (recovery is global). Params: %(queues)s, %(names)s.
 --
 -- The queued arms never let the planner pick: a plain EXISTS over
 -- `queue = any(...)` was planned as a sequential scan behind a backlog (21 ms
@@ -9,7 +9,7 @@
 -- before due time, so when nothing is due it walks every queued row of the
 -- queue (126 ms at 1M rows with 250k delayed). So each arm steps through the
 -- distinct priority values present, per queue (and per name on the name
--- index when :names is given): one seek finds the next lower value, one range
+-- index when %(names)s is given): one seek finds the next lower value, one range
 -- seek asks whether that value has a due row, and the walk stops at the first
 -- that does. Its cost follows the number of priority values, not of undue rows.
 -- The clock is read once per queue (or queue and name), in the walk's first
@@ -33,8 +33,8 @@ select
                      where t.queue = q.queue and t.status = 'queued'
                      order by t.priority desc limit 1) as priority,
                     (select (extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
-                from unnest(:queues::text[]) as q(queue)
-                where :names::text[] is null
+                from unnest(%(queues)s::text[]) as q(queue)
+                where %(names)s::text[] is null
             ) as s
             union all
             select s.queue, s.priority, s.now_ms,
@@ -70,8 +70,8 @@ select
                      where t.queue = q.queue and t.status = 'queued' and t.name = n.name
                      order by t.priority desc limit 1) as priority,
                     (select (extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
-                from unnest(:queues::text[]) as q(queue)
-                cross join unnest(:names::text[]) as n(name)
+                from unnest(%(queues)s::text[]) as q(queue)
+                cross join unnest(%(names)s::text[]) as n(name)
             ) as s
             union all
             select s.queue, s.name, s.priority, s.now_ms,

@@ -1,2 +1,2 @@
--- get: one task by id, or no row. Params: :id.
-select * from cairnq_tasks where id = :id::text
+-- get: one task by id, or no row. Params: %(id)s.
+select * from cairnq_tasks where id = %(id)s::text

@@ -1,7 +1,7 @@
 -- inspect_count_purgeable: how many tasks a purge with these filters would delete,
--- counting at most :cap rows; the same candidates as purge (terminal, completed
--- strictly before :before_ms) read through the same indexes.
--- Params: :before_ms; :queue, :status, :name (NULL = any); :cap.
+-- counting at most %(cap)s rows; the same candidates as purge (terminal, completed
+-- strictly before %(before_ms)s) read through the same indexes.
+-- Params: %(before_ms)s; %(queue)s, %(status)s, %(name)s (NULL = any); %(cap)s.
 -- Run unprepared (engine/store/_pg_statements.py PLANNED_WITH_VALUES): the server
 -- plans each call with its values, so a filter given one seeks its index and one
 -- left NULL drops out of the plan.
@@ -10,9 +10,9 @@ from (
     select 1 from cairnq_tasks
     where status in ('succeeded', 'failed', 'canceled')
       and completed_at_ms is not null
-      and completed_at_ms < :before_ms
-      and (:queue::text is null or queue = :queue::text)
-      and (:status::text is null or status = :status::text)
-      and (:name::text is null or name = :name::text)
-    limit :cap
+      and completed_at_ms < %(before_ms)s
+      and (%(queue)s::text is null or queue = %(queue)s::text)
+      and (%(status)s::text is null or status = %(status)s::text)
+      and (%(name)s::text is null or name = %(name)s::text)
+    limit %(cap)s
 ) as capped;

@@ -2,7 +2,7 @@
 -- 0) of succeeded and failed tasks, per queue and name, as a histogram to two
 -- significant digits: the lower bound of each latency's bucket (the latency with
 -- all but its two leading digits zeroed; exact under 100 ms) -> count. Same window
--- and cap as inspect_metrics_throughput. Params: :since_ms, :cap.
+-- and cap as inspect_metrics_throughput. Params: %(since_ms)s, %(cap)s.
 select queue, name, lower_ms, count(*) as n
 from (
     select queue, name,
@@ -29,9 +29,9 @@ from (
         from (
             select queue, name, status, run_at_ms, completed_at_ms
             from cairnq_tasks
-            where completed_at_ms >= :since_ms
+            where completed_at_ms >= %(since_ms)s
             order by completed_at_ms desc
-            limit :cap
+            limit %(cap)s
         ) as recent
         where status in ('succeeded', 'failed')
     ) as latencies

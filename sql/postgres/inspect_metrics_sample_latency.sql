@@ -2,22 +2,22 @@
 -- queue and name, as inspect_metrics_latency's histogram, over the same sample of
 -- the window as inspect_metrics_sample_throughput (the percentiles are estimated
 -- from the rows sampled; Latency.count says how many).
--- The rows read are those completed inside :slices short time slices of the window,
--- one per stride of :stride_ms from :start_ms (the first bucket's start), each
--- :slice_ms long at a fixed pseudo-random offset into its stride (below :jitter_ms,
+-- The rows read are those completed inside %(slices)s short time slices of the window,
+-- one per stride of %(stride_ms)s from %(start_ms)s (the first bucket's start), each
+-- %(slice_ms)s long at a fixed pseudo-random offset into its stride (below %(jitter_ms)s,
 -- so a workload that completes on round seconds is not always in or out). Each
 -- slice is a range of a completion index; the rows outside the slices are never
 -- touched, so the cost follows the sample, not the window.
 -- (A lateral range per slice, kept apart by "offset 0", so that the planner
 -- cannot turn the slices into one filter over the whole window; the store runs
 -- it with JIT off, whose compile time dwarfs the read: postgres.read_statement.)
--- Params: :since_ms, :start_ms, :stride_ms, :slice_ms, :jitter_ms, :slices.
+-- Params: %(since_ms)s, %(start_ms)s, %(stride_ms)s, %(slice_ms)s, %(jitter_ms)s, %(slices)s.
 with bounds as (
-    select greatest(:since_ms::bigint, :start_ms::bigint + i * :stride_ms::bigint
-                    + (i * 2654435761) % :jitter_ms::bigint) as lo,
-           :start_ms::bigint + i * :stride_ms::bigint
-           + (i * 2654435761) % :jitter_ms::bigint + :slice_ms::bigint as hi
-    from generate_series(0, :slices::bigint - 1) as i
+    select greatest(%(since_ms)s::bigint, %(start_ms)s::bigint + i * %(stride_ms)s::bigint
+                    + (i * 2654435761) %% %(jitter_ms)s::bigint) as lo,
+           %(start_ms)s::bigint + i * %(stride_ms)s::bigint
+           + (i * 2654435761) %% %(jitter_ms)s::bigint + %(slice_ms)s::bigint as hi
+    from generate_series(0, %(slices)s::bigint - 1) as i
 )
 select queue, name, lower_ms, count(*) as n
 from (

@@ -1,6 +1,6 @@
 -- inspect_names: distinct task names in name order (for completion), by a skip scan
 -- over cairnq_tasks_name_idx: one seek per name, never a full scan.
--- Params: :limit (the most names returned).
+-- Params: %(limit)s (the most names returned).
 with recursive names(name) as (
     select min(name) from cairnq_tasks
     union all
@@ -9,4 +9,4 @@ with recursive names(name) as (
     where names.name is not null
 )
 select name from names where name is not null
-limit :limit;
+limit %(limit)s;

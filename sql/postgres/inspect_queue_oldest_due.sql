@@ -3,7 +3,7 @@
 -- cairnq_tasks_claim_idx (queue, status, priority desc, run_at_ms, id) the first
 -- entry of each priority is its smallest run_at_ms, so the queue's priorities are
 -- walked with a skip scan and each one costs a seek, not a scan of the backlog.
--- Params: :now_ms.
+-- Params: %(now_ms)s.
 with recursive queues(queue) as (
     select min(queue) from cairnq_tasks
     union all
@@ -27,10 +27,10 @@ levels(queue, priority) as (
 select l.queue as queue,
        min((select min(t.run_at_ms) from cairnq_tasks t
             where t.queue = l.queue and t.status = 'queued' and t.priority = l.priority
-              and t.run_at_ms <= :now_ms)) as oldest_due_ms,
+              and t.run_at_ms <= %(now_ms)s)) as oldest_due_ms,
        min((select min(t.run_at_ms) from cairnq_tasks t
             where t.queue = l.queue and t.status = 'queued' and t.priority = l.priority
-              and t.run_at_ms > :now_ms)) as next_delayed_ms
+              and t.run_at_ms > %(now_ms)s)) as next_delayed_ms
 from levels l
 where l.priority is not null
 group by l.queue

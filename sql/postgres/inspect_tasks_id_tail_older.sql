@@ -1,10 +1,10 @@
--- inspect_tasks_id_tail_older: tasks whose id contains :text (the random end of an id
+-- inspect_tasks_id_tail_older: tasks whose id contains %(text)s (the random end of an id
 -- that someone copied, which a prefix range cannot find), newest first, strictly older than a cursor.
--- Only the :scan_limit ids next to the cursor are looked at, read from the primary
+-- Only the %(scan_limit)s ids next to the cursor are looked at, read from the primary
 -- key alone; the few that match are then read in full. One page never reads more
--- than :scan_limit index entries.
--- Params: :text; :status, :queue, :name (NULL = any); :before_id (the cursor,
--- NULL = from the newest); :scan_limit; :limit.
+-- than %(scan_limit)s index entries.
+-- Params: %(text)s; %(status)s, %(queue)s, %(name)s (NULL = any); %(before_id)s (the cursor,
+-- NULL = from the newest); %(scan_limit)s; %(limit)s.
 -- Run unprepared (engine/store/_pg_statements.py PLANNED_WITH_VALUES): the server
 -- plans each call with its values, so a filter given one seeks its index and one
 -- left NULL drops out of the plan.
@@ -16,14 +16,14 @@ where id in (
     select window_ids.id
     from (
         select id from cairnq_tasks
-        where (:before_id::text is null or id < :before_id::text)
+        where (%(before_id)s::text is null or id < %(before_id)s::text)
         order by id desc
-        limit :scan_limit
+        limit %(scan_limit)s
     ) as window_ids
-    where strpos(id, :text::text) > 0
+    where strpos(id, %(text)s::text) > 0
 )
-  and (:status::text is null or status = :status::text)
-  and (:queue::text is null or queue = :queue::text)
-  and (:name::text is null or name = :name::text)
+  and (%(status)s::text is null or status = %(status)s::text)
+  and (%(queue)s::text is null or queue = %(queue)s::text)
+  and (%(name)s::text is null or name = %(name)s::text)
 order by id desc
-limit :limit;
+limit %(limit)s;

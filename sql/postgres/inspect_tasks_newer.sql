@@ -6,8 +6,8 @@
 -- written "(col = :p or :p is null)", the twin of SQLite's shape, where the walk is
 -- what we want; here the planner, given the values, walks the primary key for
 -- filters that match many rows (the caller picks this statement for those).
--- Params: :status, :queue, :name (NULL = any); :id_from, :id_to (an id-prefix
--- range, NULL = open); :after_id (the cursor, NULL = from the oldest); :limit.
+-- Params: %(status)s, %(queue)s, %(name)s (NULL = any); %(id_from)s, %(id_to)s (an id-prefix
+-- range, NULL = open); %(after_id)s (the cursor, NULL = from the oldest); %(limit)s.
 -- Run unprepared (engine/store/_pg_statements.py PLANNED_WITH_VALUES): the server
 -- plans each call with its values, so a filter given one seeks its index and one
 -- left NULL drops out of the plan.
@@ -15,11 +15,11 @@ select id, name, queue, status, attempt, max_attempts, priority, worker_id, leas
        run_at_ms, cancel_requested_at_ms, progress, substr(message, 1, 200) as message,
        created_at_ms, updated_at_ms, completed_at_ms
 from cairnq_tasks
-where (status = :status::text or :status::text is null)
-  and (queue = :queue::text or :queue::text is null)
-  and (name = :name::text or :name::text is null)
-  and (:id_from::text is null or id >= :id_from::text)
-  and (:id_to::text is null or id < :id_to::text)
-  and (:after_id::text is null or id > :after_id::text)
+where (status = %(status)s::text or %(status)s::text is null)
+  and (queue = %(queue)s::text or %(queue)s::text is null)
+  and (name = %(name)s::text or %(name)s::text is null)
+  and (%(id_from)s::text is null or id >= %(id_from)s::text)
+  and (%(id_to)s::text is null or id < %(id_to)s::text)
+  and (%(after_id)s::text is null or id > %(after_id)s::text)
 order by id asc
-limit :limit;
+limit %(limit)s;

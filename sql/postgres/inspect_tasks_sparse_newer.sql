@@ -3,8 +3,8 @@
 -- filters given a value are planned as equalities so an index on them (claim, claim_name,
 -- name, status_completed) finds the matching ids, the planner sorts those few by
 -- id, and only the page's rows are then read in full.
--- Params: :status, :queue, :name (NULL = any); :id_from, :id_to (an id-prefix
--- range, NULL = open); :after_id (the cursor, NULL = from the oldest); :limit.
+-- Params: %(status)s, %(queue)s, %(name)s (NULL = any); %(id_from)s, %(id_to)s (an id-prefix
+-- range, NULL = open); %(after_id)s (the cursor, NULL = from the oldest); %(limit)s.
 -- Run unprepared (engine/store/_pg_statements.py PLANNED_WITH_VALUES): the server
 -- plans each call with its values, so a filter given one seeks its index and one
 -- left NULL drops out of the plan.
@@ -14,13 +14,13 @@ select id, name, queue, status, attempt, max_attempts, priority, worker_id, leas
 from cairnq_tasks
 where id in (
     select id from cairnq_tasks
-    where (:status::text is null or status = :status::text)
-      and (:queue::text is null or queue = :queue::text)
-      and (:name::text is null or name = :name::text)
-      and (:id_from::text is null or id >= :id_from::text)
-      and (:id_to::text is null or id < :id_to::text)
-      and (:after_id::text is null or id > :after_id::text)
+    where (%(status)s::text is null or status = %(status)s::text)
+      and (%(queue)s::text is null or queue = %(queue)s::text)
+      and (%(name)s::text is null or name = %(name)s::text)
+      and (%(id_from)s::text is null or id >= %(id_from)s::text)
+      and (%(id_to)s::text is null or id < %(id_to)s::text)
+      and (%(after_id)s::text is null or id > %(after_id)s::text)
     order by id asc
-    limit :limit
+    limit %(limit)s
 )
 order by id asc;

@@ -1,6 +1,6 @@
 -- recover_leases: settle every running row whose lease expired, across all queues
 -- and names. Cancel requested -> canceled; attempts left -> queued, due now, no
--- backoff, previous error kept; otherwise -> failed with :lease_expired_error
+-- backoff, previous error kept; otherwise -> failed with %(lease_expired_error)s
 -- (JSON text). Rows are picked FOR UPDATE SKIP LOCKED; the clock is read once.
 -- Returns the rows.
 with clock as (
@@ -22,7 +22,7 @@ set status = case
     end,
     error = case
         when t.cancel_requested_at_ms is null and t.attempt >= t.max_attempts
-            then :lease_expired_error::jsonb
+            then %(lease_expired_error)s::jsonb
         else t.error
     end,
     completed_at_ms = case

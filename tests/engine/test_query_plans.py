@@ -25,9 +25,7 @@ import pytest
 from sqlite_branches import branches, guard_parameters, running_branch
 
 from engine import PostgresStore, SQLiteStore
-from engine._sql import sql_root, statement
-
-_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
+from engine._sql import parameters, sql_root, statement
 
 # (statement, filters given a value, parameters left NULL, indexes any of which
 # must serve the tasks table).
@@ -82,7 +80,7 @@ COMPLETION = {
 def _values(sql: str, given: dict[str, Any]) -> dict[str, Any]:
     """A value for every ``:param`` of ``sql``: ``given`` first, then a plausible one."""
     out: dict[str, Any] = {}
-    for name in set(_PARAM.findall(sql)):
+    for name in parameters(sql):
         if name in given:
             out[name] = given[name]
         elif name == "queues":
@@ -629,7 +627,7 @@ async def test_postgres_purge_walks_a_completion_index_with_or_without_statistic
 
 
 # A ``:param`` tested for NULL: an optional filter, a cursor or a range left open.
-_OPTIONAL_PARAM = re.compile(r":[A-Za-z_]\w*(?:::[\w\[\]]+)?\s+is\s+null", re.IGNORECASE)
+_OPTIONAL_PARAM = re.compile(r"%\([A-Za-z_]\w*\)s(?:::[\w\[\]]+)?\s+is\s+null", re.IGNORECASE)
 # Prepared statements whose optional part a generic plan still serves: the claims'
 # ``names`` is a residual filter on the claim index's walk (checked below), the
 # probe's ``:names is null`` a one-time guard of a whole branch.

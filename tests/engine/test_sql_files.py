@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 from schema_names import POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, statement_names
 
-from engine._sql import Dialect, migrations, sql_root, statement
+from engine._sql import Dialect, migrations, parameters, sql_root, statement
 
 DIALECTS: tuple[Dialect, ...] = ("sqlite", "postgres")
 
@@ -113,3 +113,32 @@ def test_migration_scripts_never_name_a_schema() -> None:
     for dialect in DIALECTS:
         for name, script in migrations(dialect):
             assert not re.search(r"\b(public|main)\.cairnq_", script), f"{dialect}/{name}"
+
+
+def test_each_dialect_writes_parameters_in_its_drivers_style() -> None:
+    """The files run as written: sqlite3 takes ``:name``, psycopg ``%(name)s`` (no
+    Python converts one into the other), and a statement both dialects have takes
+    the same parameters in both (the stores pass one mapping)."""
+    colon = re.compile(r"(?<![:\w]):[A-Za-z_]\w*")
+    pyformat = re.compile(r"%\([A-Za-z_]\w*\)s")
+    for name in statement_names("sqlite"):
+        assert not pyformat.search(statement("sqlite", name)), name
+    for name in statement_names("postgres"):
+        text = statement("postgres", name)
+        assert not colon.search(text), f"postgres/{name}.sql: a :name parameter"
+        # A lone % would be read by psycopg as a placeholder.
+        assert "%" not in re.sub(r"%%|%\([A-Za-z_]\w*\)s", "", text), name
+    # Where they differ, the clock is why (SQLite is handed now_ms and lease
+    # deadlines, Postgres reads its own clock and takes lease_ms), or the dialect's
+    # own means (Postgres's advisory lock, SQLite's raw JSON text for the error search).
+    differ = {
+        "claim", "claim_one_name", "claim_one_queue", "claim_one_queue_one_name",
+        "heartbeat", "heartbeat_batch", "lock_key", "purge",
+        "inspect_errors_failed_newer", "inspect_errors_failed_older", "inspect_errors_retrying",
+    }  # fmt: skip
+    shared = statement_names("sqlite") & statement_names("postgres")
+    assert differ < shared and "insert_task" in shared - differ
+    for name in shared - differ:
+        assert parameters(statement("sqlite", name)) - {"now_ms"} == (
+            parameters(statement("postgres", name)) - {"now_ms"}
+        ), name

@@ -27,7 +27,7 @@ import pytest
 from sqlite_branches import running_branch
 
 from engine import PostgresStore, SQLiteStore
-from engine._sql import statement, to_pyformat
+from engine._sql import parameters, statement
 
 PK = {"sqlite_autoindex_cairnq_tasks_1", "cairnq_tasks_pkey"}
 STATUS_COMPLETED = {"cairnq_tasks_status_completed_idx"}
@@ -83,13 +83,11 @@ SHAPES: list[tuple[str, frozenset[str], set[str], bool]] = [
 ]
 IDS = [f"{name}[{'+'.join(sorted(active)) or '-'}]" for name, active, _, _ in SHAPES]
 
-_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
-
 
 def _values(sql: str, active: frozenset[str], dialect: str, rows: int = 600) -> dict[str, Any]:
     """A value for every parameter: a first page over a window of the newest rows."""
     out: dict[str, Any] = {}
-    for name in set(_PARAM.findall(sql)):
+    for name in parameters(sql):
         if name in OPTIONAL:
             out[name] = (
                 {"status": "failed", "queue": "q0", "name": "n1"}[name] if name in active else None
@@ -326,7 +324,7 @@ def pg_plan() -> Iterator[Any]:
         # the store runs it: unprepared, each call planned with its values.
         text = statement("postgres", name)
         values = _values(text, active, "postgres", rows=PG_ROWS)
-        row = conn.execute("explain (format json) " + to_pyformat(text), values).fetchone()
+        row = conn.execute("explain (format json) " + text, values).fetchone()
         assert row is not None
         nodes: list[dict[str, Any]] = []
         stack = [row[0][0]["Plan"]]
