@@ -162,11 +162,17 @@ async def test_a_loop_of_store_calls_lets_a_ticker_run(store: SQLiteStore, opera
 async def test_the_issue_example_through_the_client(sqlite_path: Path) -> None:
     client = CairnQ.sqlite(str(sqlite_path))
     await client.connect()
+    seen: list[tuple[int, int]] = []
     try:
-        ticks, idle = await ticks_against_idle(lambda: client.get("absent"))
+        # Three tries, as above (29 of 45 once, at load 3 on 2 cores).
+        for _ in range(3):
+            ticks, idle = await ticks_against_idle(lambda: client.get("absent"))
+            seen.append((ticks, idle))
+            if ticks >= 0.8 * idle:
+                return
     finally:
         await client.close()
-    assert ticks >= 0.8 * idle, (ticks, idle)
+    raise AssertionError(seen)
 
 
 async def test_commits_and_a_held_write_lock_progress_while_a_task_loops_on_reads(
