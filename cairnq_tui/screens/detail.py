@@ -37,6 +37,7 @@ from cairnq_tui.formatting import (
 from cairnq_tui.history import SeenFailure
 from cairnq_tui.hosting import HostedStatus
 from cairnq_tui.messages import DetailRefreshed
+from cairnq_tui.screens.reused import StyledOnce
 from cairnq_tui.why import clock_time, hosted_reasons, why_not_running
 from cairnq_tui.widgets.attempts import attempts_text
 from cairnq_tui.widgets.json_tree import JsonTree
@@ -57,7 +58,7 @@ def _when(ms: int | None, now: int) -> Text:
     return Text(f"{clock_time(ms)}  ({age(ms, now)}{' ago' if ms <= now else ''})")
 
 
-class TaskDetailScreen(DataNode, Screen[None]):
+class TaskDetailScreen(StyledOnce, DataNode, Screen[None]):
     """Live detail of one task (or of whatever a key points at)."""
 
     BINDINGS = keymap.DETAIL

@@ -25,6 +25,7 @@ from textual.widgets import Button, Input, Label, Select, Static, TextArea
 from cairnq_tui import keymap
 from cairnq_tui.formatting import parse_duration_ms, quoted
 from cairnq_tui.ports import console_of
+from cairnq_tui.screens.reused import StyledOnce
 from cairnq_tui.widgets.field import Field
 from cairnq_tui.widgets.key_footer import KeyFooter
 from engine import CONFLICTS
@@ -81,7 +82,7 @@ def _int(text: str, what: str, minimum: int | None = None) -> int:
     return value
 
 
-class SubmitScreen(ModalScreen[SubmitRequest | None]):
+class SubmitScreen(StyledOnce, ModalScreen[SubmitRequest | None]):
     """Fields for every submit option; returns a ``SubmitRequest`` or None.
 
     Built once per console and reused (``reopen``): composing and styling its
