@@ -18,6 +18,7 @@ from typing import Any
 
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
@@ -93,7 +94,8 @@ class TaskDetailScreen(StyledOnce, DataNode, Screen[None]):
         self._ticker = self.set_interval(1.0, self.draw)
         self.draw()
 
-    def on_screen_resume(self) -> None:
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
+        # (``event`` is for StyledOnce's handler, which Textual calls after this one.)
         console = self.console
         bar = self.query_one(StatusBar)
         main_bar = console.status_bar()

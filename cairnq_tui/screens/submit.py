@@ -160,7 +160,8 @@ class SubmitScreen(StyledOnce, ModalScreen[SubmitRequest | None]):
     def on_mount(self) -> None:
         self._fill()
 
-    def on_screen_resume(self) -> None:
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
+        # (``event`` is for StyledOnce's handler, which Textual calls after this one.)
         self.read_completions()
 
     def _fill(self) -> None:
