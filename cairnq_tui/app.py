@@ -338,6 +338,7 @@ class ConsoleApp(HistoryHost, App[None]):
             bar.cost_ms = message.cost_ms
         self._show_state()
         self.call_after_refresh(self._arm_next)
+        self.call_after_refresh(self._collect_young)
         self._history_after_tick()
         if not self._heap_frozen:
             self._heap_frozen = True
@@ -368,6 +369,12 @@ class ConsoleApp(HistoryHost, App[None]):
         if self._gc_threshold is None:
             self._gc_threshold = (threshold[0], threshold[1], threshold[2])
         gc.set_threshold(max(GC_YOUNG_THRESHOLD, threshold[0]), threshold[1], threshold[2])
+
+    def _collect_young(self) -> None:
+        """A collection due soon runs now, drawn and idle, not inside a keypress."""
+        young, middle, _ = gc.get_count()
+        if self._heap_frozen and young >= GC_YOUNG_THRESHOLD // 2:
+            gc.collect(1 if middle + 1 > gc.get_threshold()[1] else 0)
 
     def _arm_next(self) -> None:
         """Arm the tick after a drawn refresh: at once if one was asked for meanwhile."""

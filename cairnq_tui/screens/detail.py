@@ -18,6 +18,7 @@ from typing import Any
 
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
@@ -37,6 +38,7 @@ from cairnq_tui.formatting import (
 from cairnq_tui.history import SeenFailure
 from cairnq_tui.hosting import HostedStatus
 from cairnq_tui.messages import DetailRefreshed
+from cairnq_tui.screens.reused import StyledOnce
 from cairnq_tui.why import clock_time, hosted_reasons, why_not_running
 from cairnq_tui.widgets.attempts import attempts_text
 from cairnq_tui.widgets.json_tree import JsonTree
@@ -57,7 +59,7 @@ def _when(ms: int | None, now: int) -> Text:
     return Text(f"{clock_time(ms)}  ({age(ms, now)}{' ago' if ms <= now else ''})")
 
 
-class TaskDetailScreen(DataNode, Screen[None]):
+class TaskDetailScreen(StyledOnce, DataNode, Screen[None]):
     """Live detail of one task (or of whatever a key points at)."""
 
     BINDINGS = keymap.DETAIL
@@ -92,7 +94,8 @@ class TaskDetailScreen(DataNode, Screen[None]):
         self._ticker = self.set_interval(1.0, self.draw)
         self.draw()
 
-    def on_screen_resume(self) -> None:
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
+        # (``event`` is for StyledOnce's handler, which Textual calls after this one.)
         console = self.console
         bar = self.query_one(StatusBar)
         main_bar = console.status_bar()

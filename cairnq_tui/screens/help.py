@@ -11,6 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from cairnq_tui import keymap
+from cairnq_tui.screens.reused import StyledOnce
 from cairnq_tui.widgets.key_footer import KeyFooter
 
 
@@ -22,7 +23,7 @@ def _key_label(binding: Binding) -> str:
     )
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(StyledOnce, ModalScreen[None]):
     """Lists the keymap; controls are marked disabled in read-only mode."""
 
     BINDINGS = keymap.HELP

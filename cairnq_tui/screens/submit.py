@@ -25,6 +25,7 @@ from textual.widgets import Button, Input, Label, Select, Static, TextArea
 from cairnq_tui import keymap
 from cairnq_tui.formatting import quoted
 from cairnq_tui.ports import console_of
+from cairnq_tui.screens.reused import StyledOnce
 from cairnq_tui.widgets.field import Field
 from cairnq_tui.widgets.key_footer import KeyFooter
 from engine import CONFLICTS
@@ -82,7 +83,7 @@ def _int(text: str, what: str, minimum: int | None = None) -> int:
     return value
 
 
-class SubmitScreen(ModalScreen[SubmitRequest | None]):
+class SubmitScreen(StyledOnce, ModalScreen[SubmitRequest | None]):
     """Fields for every submit option; returns a ``SubmitRequest`` or None.
 
     Built once per console and reused (``reopen``): composing and styling its
@@ -160,7 +161,8 @@ class SubmitScreen(ModalScreen[SubmitRequest | None]):
     def on_mount(self) -> None:
         self._fill()
 
-    def on_screen_resume(self) -> None:
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
+        # (``event`` is for StyledOnce's handler, which Textual calls after this one.)
         self.read_completions()
 
     def _fill(self) -> None:

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from console_states import demo_app, demo_rows, settle
+from textual import events
+from textual.message import Message
 from textual.widgets import Button, Collapsible, Input, Label, Select, Static, TextArea
 
 from cairnq_tui.messages import DetailRefreshed
@@ -172,3 +174,41 @@ async def test_a_reopened_task_detail_shows_nothing_of_the_last_task(demo_db: Pa
         await settle(pilot)
         assert again.detail.task.id == keys[1]
         assert keys[0] not in shown(again, "#detail-title")
+
+
+async def test_a_reopened_form_is_restyled_only_when_the_theme_changed(demo_db: Path) -> None:
+    """A reopen skips Textual's whole restyle (the form already has its styles), but a
+    theme changed while the form was not shown still reaches every field of it."""
+    resumes: list[events.ScreenResume] = []
+
+    def hook(message: Message) -> None:
+        if isinstance(message, events.ScreenResume):
+            resumes.append(message)
+
+    app = demo_app(demo_db)
+    async with app.run_test(size=SIZE, message_hook=hook) as pilot:
+        await settle(pilot)
+        form = await open_form(pilot)
+        before = form.query_one("#name", Input).styles.background
+        await pilot.press("escape")
+        await settle(pilot)
+        resumes.clear()
+        assert await open_form(pilot) is form
+        resumed = resumes[-1]
+        assert resumed.refresh_styles is False  # styled when built, nothing changed since
+        assert form.query_one("#name", Input).styles.background == before
+        await pilot.press("escape")
+        await settle(pilot)
+
+        app.theme = "textual-light" if app.theme != "textual-light" else "nord"
+        await pilot.pause()
+        assert await open_form(pilot) is form
+        fresh = SubmitScreen(names=[], queues=[])  # a form built under the new theme
+        await app.push_screen(fresh)
+        await pilot.pause()
+        expected = fresh.query_one("#name", Input).styles.background
+        assert expected != before
+        app.pop_screen()
+        await pilot.pause()
+        assert app.screen is form
+        assert form.query_one("#name", Input).styles.background == expected
