@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from console_states import demo_app, fill_submit, refreshed, settle
-from textual.widgets import Input, Select
+from textual.widgets import Input, Select, Static
 
 from cairnq_tui.app import ConsoleApp, Settings
 from cairnq_tui.target import make_store, parse_target
@@ -208,6 +208,10 @@ async def test_back_on_the_submit_confirmation_returns_to_the_filled_form(
         assert again.query_one("#priority", Input).value == "7"
         request = again.validate()
         assert request is not None and request.delay_ms == 90_000
+        # A delay without its unit is refused inline (it once meant milliseconds).
+        again.query_one("#delay", Input).value = "90"
+        assert again.validate() is None
+        assert "not a duration" in str(again.query_one("#form-error", Static).render())
         assert await db.get_by_key("signup-zoe") is None  # nothing written
 
 
