@@ -116,9 +116,14 @@ class ClaimLoop(CallRunner):
             self._wakeup.clear()
             poked = asyncio.ensure_future(self._wakeup.wait())
             try:
-                await asyncio.wait({*self._call_tasks, poked}, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(
+                    {*self._call_tasks, poked}, return_when=asyncio.FIRST_COMPLETED
+                )
             finally:
                 poked.cancel()
+            for task in done - {poked}:
+                if not task.cancelled():
+                    task.exception()  # read, as gathering them did: asyncio stays quiet
 
     async def _wait_wakeup(self, timeout_s: float | None = None) -> None:
         assert self._wakeup is not None

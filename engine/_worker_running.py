@@ -153,7 +153,6 @@ class CallRunner:
         task = asyncio.ensure_future(coro)
         self._call_tasks.add(task)
         task.add_done_callback(self._call_tasks.discard)
-        task.add_done_callback(_consume_outcome)  # what ``run``'s drain used to gather
         return task
 
     def _hold(self, call: Call) -> None:

@@ -32,7 +32,7 @@ from engine.store._base import (
     keyed_choice,
 )
 from engine.store._pg_group import lost
-from engine.store._pg_statements import PLANNED_WITH_VALUES, _sql
+from engine.store._pg_statements import _sql, prepare_for
 
 T = TypeVar("T")
 Conn = psycopg.AsyncConnection[dict[str, Any]]
@@ -156,8 +156,7 @@ class PostgresOperations(TaskStore):
         *,
         jit: bool = True,
     ) -> builtins.list[dict[str, Any]]:
-        sql = _sql(name)
-        prepare = False if name in PLANNED_WITH_VALUES else None
+        sql, prepare = _sql(name), prepare_for(name)
 
         async def work(conn: Conn) -> builtins.list[dict[str, Any]]:
             if jit:
@@ -227,11 +226,11 @@ class PostgresOperations(TaskStore):
     ) -> builtins.list[str]:
         params = {**filters, "older_than_ms": older_than_ms, "limit": limit}
         # Each walks its own completion index (the partial queue one for a queue).
-        sql = _sql("purge_in_queue" if filters.get("queue") is not None else "purge")
+        name = "purge_in_queue" if filters.get("queue") is not None else "purge"
+        sql, prepare = _sql(name), prepare_for(name)
 
         async def work(conn: Conn) -> builtins.list[dict[str, Any]]:
-            # Unprepared: PLANNED_WITH_VALUES.
-            return await (await conn.execute(sql, params, prepare=False)).fetchall()
+            return await (await conn.execute(sql, params, prepare=prepare)).fetchall()
 
         rows = await self._run(work, write=True)
         return [r["id"] for r in rows]

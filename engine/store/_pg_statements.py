@@ -56,6 +56,12 @@ PLANNED_WITH_VALUES = frozenset(
 )
 
 
+def prepare_for(name: str) -> bool | None:
+    """psycopg's ``prepare=`` for statement ``name``: False (never) for those in
+    ``PLANNED_WITH_VALUES``, None (the connection's default: prepared) otherwise."""
+    return False if name in PLANNED_WITH_VALUES else None
+
+
 def _sql(name: str) -> str:
     """The statement ``sql/postgres/<name>.sql`` (written in psycopg's ``%(name)s`` style)."""
     return statement("postgres", name)
