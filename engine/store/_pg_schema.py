@@ -19,9 +19,10 @@ import psycopg
 from psycopg import sql
 
 from engine._errors import ProtocolVersionMismatch, SchemaMismatch
-from engine._sql import migrations, statement
+from engine._sql import migrations
 from engine.store import _schema_check as schema_check
 from engine.store._base import ROW_COLUMNS
+from engine.store._pg_statements import _sql
 
 Conn = psycopg.AsyncConnection[dict[str, Any]]
 
@@ -48,10 +49,6 @@ _SCHEMA_EXISTS = "select 1 from pg_catalog.pg_namespace where nspname = %(schema
 _JSON_PROBE = "select '\"cairnq\"'::jsonb as probe"
 # The task table's column order (no row read).
 _TABLE_SHAPE = "select * from cairnq_tasks limit 0"
-
-
-def _sql(name: str) -> str:
-    return statement("postgres", name)
 
 
 @dataclass(frozen=True, slots=True)
