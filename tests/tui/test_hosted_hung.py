@@ -8,6 +8,7 @@ what it abandoned for the line printed on exit.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,7 +34,7 @@ from engine import Worker
 gate = threading.Event()
 
 def make(store):
-    w = Worker(store, ["default"], concurrency=2, poll_interval_ms=20, max_run_ms=300,
+    w = Worker(store, ["default"], concurrency=2, poll_interval_ms=20, max_run_ms=1000,
                retry_backoff_ms=0)
 
     @w.task("stuck")
@@ -126,7 +127,12 @@ async def test_abandoned_threads_show_in_the_strip_and_the_calls_view(
                     return len(keys) == 3
 
                 await until(pilot, three_abandoned, "three abandoned threads in the Calls view")
-                assert "3 abandoned threads still running (3 ever)" in strip(app)
+                # "ever" counts every thread given up on: on a loaded machine a quick
+                # call can also outlive max_run_ms (it is then retried and returns).
+                shown = re.search(r"3 abandoned threads still running \((\d+) ever\)", strip(app))
+                assert shown is not None, strip(app)
+                ever = int(shown.group(1))
+                assert ever >= 3
                 key = next(k for k in calls.row_keys() if "/abandoned/" in k)
                 row = [str(c) for c in calls.get_row(key)]
                 assert row[1] == "stuck" and row[2] in stuck
@@ -137,7 +143,8 @@ async def test_abandoned_threads_show_in_the_strip_and_the_calls_view(
 
                 modules.module(name).gate.set()
                 await until(pilot, lambda: not calls.row_keys(), "the threads returned")
-                assert "abandoned threads 0 (3 ever)" in strip(app)
+                after = re.search(r"abandoned threads 0 \((\d+) ever\)", strip(app))
+                assert after is not None and int(after.group(1)) >= ever, strip(app)
     finally:
         modules.module(name).gate.set()
         host.shutdown(1.0)
