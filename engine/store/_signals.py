@@ -21,6 +21,8 @@ from engine._aio import call_on_loop
 from engine._models import Task
 
 SignalReason = Literal["queued", "done", "poll"]
+#: What a process can wait for: a claimable task ("queued"), a terminal one ("done").
+SignalKind = Literal["queued", "done"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +139,63 @@ class Signals:
         # Backend pids of this process's connections to the database (Postgres),
         # each with a test of whether that connection is still open.
         self._own_writers: dict[int, Callable[[], bool]] = {}
+        # The kinds someone in this process has waited for or watched, and who
+        # subscribes to another process's signals as they become wanted.
+        self._wanted: set[SignalKind] = set()
+        self._on_wanted: list[Callable[[SignalKind], None]] = []
+
+    # -- what this process listens for --------------------------------------------------
+
+    @property
+    def wanted(self) -> frozenset[SignalKind]:
+        """The kinds of signal someone in this process has waited for or watched."""
+        with self._lock:
+            return frozenset(self._wanted)
+
+    def on_wanted(self, callback: Callable[[SignalKind], None]) -> Callable[[], None]:
+        """Call ``callback(kind)`` (from any thread) when a kind is first wanted.
+
+        Postgres subscribes a channel only once its kind is wanted: every NOTIFY
+        on a channel a connection LISTENs to wakes that process, and a worker
+        that never waits for a task, or an API process that never claims, has
+        nothing to do with the other channel's signals but wake for them while
+        the process that needs the CPU waits on them. Returns the unsubscriber.
+        """
+        with self._lock:
+            self._on_wanted.append(callback)
+
+        def remove() -> None:
+            with self._lock:
+                if callback in self._on_wanted:
+                    self._on_wanted.remove(callback)
+
+        return remove
+
+    def _want(self, kind: SignalKind) -> None:
+        if kind in self._wanted:  # read without the lock: set once, never unset
+            return
+        with self._lock:
+            if kind in self._wanted:
+                return
+            self._wanted.add(kind)
+            callbacks = list(self._on_wanted)
+        for callback in callbacks:
+            callback(kind)
+
+    def heard_from_now(self, kind: SignalKind) -> None:
+        """Another process's ``kind`` signals are heard from now on (a LISTEN took effect).
+
+        One sent before was missed: every waiter of that kind looks again, and
+        a claimer between two sleeps finds its next wake already fired.
+        """
+        with self._lock:
+            if kind == "queued":
+                waiters = [w for group in self._queue_waiters.values() for w in group]
+                self._pending_queued.update(self._claimed_queues)
+            else:
+                waiters = [w for group in self._done_waiters.values() for w in group]
+        for waiter in waiters:
+            waiter.set()
 
     def add_own_writer(self, backend_pid: int, open_now: Callable[[], bool]) -> None:
         """A connection of this process whose committed writes the hub hears in-process.
@@ -199,6 +258,8 @@ class Signals:
 
     def subscribe(self, consumer: Callable[[WatchSignal], None]) -> Callable[[], None]:
         """Call ``consumer`` for every signal until the returned function is called."""
+        self._want("queued")
+        self._want("done")
         self._subscribers.append(consumer)
 
         def unsubscribe() -> None:
@@ -220,6 +281,7 @@ class Signals:
         first claim's look and before its claimer arms a wake is remembered
         (the protocol registers the queues at the first claim).
         """
+        self._want("queued")
         names = [q for q in queues if q not in self._claimed_queues]
         if names:
             with self._lock:
@@ -233,6 +295,7 @@ class Signals:
         """
         names = list(queues)
         wake = Wake()
+        self._want("queued")
         with self._lock:
             self._claimed_queues.update(names)
             if any(q in self._pending_queued for q in names):
@@ -253,6 +316,7 @@ class Signals:
     def arm_done(self, task_id: str) -> Wake:
         """A wake fired when ``task_id`` enters a terminal status."""
         wake = Wake()
+        self._want("done")
         with self._lock:
             self._done_waiters[task_id].add(wake)
 

@@ -8,6 +8,7 @@ have come through the database's trigger and the store's listener.
 from __future__ import annotations
 
 import asyncio
+import gc
 import subprocess
 import sys
 import textwrap
@@ -31,11 +32,21 @@ async def store(pg_dsn: str, pg_schema: str) -> AsyncIterator[PostgresStore]:
 
 
 async def wait_for_listener(store: PostgresStore, timeout_s: float = 8.0) -> int:
-    """The listener's backend pid once LISTEN is in place (no public window on it)."""
+    """The listener's backend pid once it LISTENs to both channels (no public window on it).
+
+    A store LISTENs to a channel once its process first waits for that kind:
+    both are declared here first (a claim wake and a done wake, at once over).
+    """
+    await store.claim_wake(["declared"], 1)
+    await store.task_done_wake("task_declared", 1)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         listener = store._listener
-        if listener is not None and listener.backend_pid is not None:
+        if (
+            listener is not None
+            and listener.backend_pid is not None
+            and listener.listening == {"queued", "done"}
+        ):
             return listener.backend_pid
         await asyncio.sleep(0.02)
     raise AssertionError("listener never came up")
@@ -201,6 +212,60 @@ async def test_engine_in_another_process_wakes_claimer(
     assert await waiter is True
     (claimed,) = await store.claim(queues=["proc"], worker_id="w")
     assert claimed.name == "from-elsewhere"
+
+
+async def test_a_process_listens_only_to_the_channels_it_waits_on(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    # Every NOTIFY on a channel a connection LISTENs to wakes its process: a
+    # worker that never waits for a task, or an API process that never claims,
+    # would wake for nothing at the moment the other process needs the CPU.
+    # Each store below is alone in its hub (one per database and schema, kept
+    # while a store of it lives): the collection frees the previous one's.
+    async def listening_after(first: str) -> set[str]:
+        gc.collect()
+        store = PostgresStore(pg_dsn, schema=pg_schema, max_size=1)
+        await store.connect()
+        try:
+            assert store._listener is not None
+            if first == "claim":
+                await store.claim_wake(["only"], 1)
+            else:
+                await store.task_done_wake("task_only", 1)
+            deadline = time.monotonic() + 8
+            while not store._listener.listening and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.1)
+            return set(store._listener.listening)
+        finally:
+            await store.close()
+
+    assert await listening_after("claim") == {"queued"}
+    assert await listening_after("done") == {"done"}
+
+
+async def test_a_wait_armed_before_its_channel_is_listened_to_looks_again(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    # A NOTIFY sent between a first wait's arming and its LISTEN taking effect
+    # is missed: the waiter is woken when the LISTEN takes effect, to look
+    # again, instead of sleeping out its timeout.
+    store = PostgresStore(pg_dsn, schema=pg_schema, max_size=1)
+    await store.connect()
+    try:
+        task = await store.submit(name="n")
+        # Finished by another writer before this process waited for anything.
+        await asyncio.to_thread(
+            raw,
+            pg_dsn,
+            pg_schema,
+            f"update cairnq_tasks set status = 'canceled' where id = '{task.id}'",
+        )
+        start = time.monotonic()
+        assert await store.task_done_wake(task.id, 10_000) is True
+        assert time.monotonic() - start < 5
+    finally:
+        await store.close()
 
 
 async def test_listener_reconnects_after_its_backend_is_killed(

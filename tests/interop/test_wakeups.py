@@ -50,8 +50,15 @@ async def timed(wait: Awaitable[Any], write: Callable[[], Awaitable[Any]]) -> tu
 
 
 async def until_listening(waiter: Any, writer: Any) -> None:
-    """Wait until ``waiter`` hears ``writer``'s notifications (its listener is up)."""
+    """Wait until ``waiter`` hears ``writer``'s notifications (its listener is up).
+
+    The engine LISTENs to a channel once its process first waits for that kind
+    (claim or done): both are declared first, so one pass of the listener takes
+    both channels, which the probe then proves live.
+    """
     queue = f"probe_{uuid.uuid4().hex[:8]}"
+    await waiter.task_done_wake(f"task_{uuid.uuid4().hex}", 1)
+    await waiter.claim_wake([queue], 1)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         _, took = await timed(
