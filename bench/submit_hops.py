@@ -89,7 +89,7 @@ def _trace() -> None:
 
 
 async def engine_steps(client: CairnQ, n: int) -> tuple[list[tuple[int, ...]], float]:
-    rows = []
+    rows: list[tuple[int, ...]] = []
     started = time.perf_counter()
     for i in range(n):
         begun = time.perf_counter_ns()
