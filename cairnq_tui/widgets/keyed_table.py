@@ -14,122 +14,75 @@ so the console looks as it did when this was a ``DataTable``; it uses Textual's
 public API only (no private module, method or attribute), which the DataTable
 subclass it replaces could not do.
 
-Drawing a cell through Rich is what a frame costs (a 50-row page of 14 columns
-is hundreds of cells), so two plain dicts remember what was drawn:
-
-- cells by look (text, spans, width, styles), not by position: the many cells
-  that read the same ("queued", "default", "—") are rendered once, and a cell
-  that moved gets its new position's mouse metadata, the only part of the
-  output that depends on where it is;
-- row strips by (row key, resolved styles), each with what it depends on (the
-  row's version, index, cursor, hover, column widths, scroll and width). A
-  cursor move draws two rows; a view shown again (its table takes the focus)
-  is drawn from the strips kept for the focused styles; a theme change
-  resolves other styles and so misses.
-
-Both are emptied whole when they outgrow a page's worth: their entries hold no
-reference cycles, so reference counting frees them at once and the cyclic
-collector has nothing to scan for them.
+Drawing a line is ``table_lines.py``'s job (it renders each look of a cell
+once). What this widget remembers is the strips it drew, per (row key, resolved
+styles), each with what it was drawn from (the row's version, index, cursor,
+hover, column widths, scroll and width): a cursor move draws two lines, a
+refresh that changed a few cells draws their rows, a view shown again (its
+table takes the focus) is drawn from the strips kept for the focused styles,
+and a theme change resolves other styles and so misses. A plain dict, emptied
+whole when it outgrows a page's worth: its entries hold no reference cycles,
+so reference counting frees them at once and the cyclic collector has nothing
+to scan for them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 from rich.console import RenderableType
-from rich.padding import Padding
-from rich.protocol import is_renderable
-from rich.segment import Segment
-from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.geometry import Region, Size, Spacing
 from textual.message import Message
 from textual.render import measure
-from textual.renderables.styled import Styled
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from cairnq_tui import keymap
+from cairnq_tui.widgets.table_lines import (
+    EMPTY_CELL,
+    HEADER_ROW,
+    Column,
+    Frame,
+    LineDrawer,
+    Palette,
+    format_cell,
+    look_of,
+)
 
 Row = tuple[str, Sequence[RenderableType]]
 #: A column: (label, key) sized to its content, or (label, key, width) fixed.
 ColumnSpec = tuple[str, str] | tuple[str, str, int]
-
-#: Rendered cells (by look) remembered before the cache starts over.
-CELL_CACHE_SIZE = 2_000
-#: Row strips remembered, beyond a few per row, before the cache starts over.
+#: Strips remembered beyond a few per row before the cache starts over.
 STRIP_CACHE_SLACK = 200
-#: Blank columns on each side of a cell.
-CELL_PADDING = 1
-#: The header's row index in mouse metadata (as DataTable has it).
-HEADER_ROW = -1
-_EMPTY = Text(no_wrap=True, end="")
 
 
 @dataclass
-class Column:
-    """A column: its key, its label, and the width of its content."""
+class StoredRow:
+    """A row's cells, what they look like, how wide they are, and when they changed."""
 
-    key: str
-    label: Text
-    #: A fixed content width, or None to fit the widest cell or the label.
-    fixed_width: int | None
-    content_width: int
+    cells: list[RenderableType]
+    looks: tuple[Hashable, ...]
+    widths: list[int]
+    version: int
+
+
+class RowMessage(Message):
+    """About the row under the cursor: its index and key."""
+
+    def __init__(self, table: KeyedTable, cursor_row: int, row_key: str) -> None:
+        super().__init__()
+        self.table = table
+        self.cursor_row = cursor_row
+        self.row_key = row_key
 
     @property
-    def render_width(self) -> int:
-        """Cells the column takes on screen, padding included."""
-        width = self.content_width if self.fixed_width is None else self.fixed_width
-        return width + 2 * CELL_PADDING
-
-
-class Palette(NamedTuple):
-    """The styles a frame is drawn with, resolved once per style update."""
-
-    base: Style
-    header: Style
-    even_row: Style
-    odd_row: Style
-    cursor: Style
-    hover: Style
-    header_hover: Style
-
-
-def format_cell(value: object) -> RenderableType:
-    """What a cell shows: text as markup, a float to two places, any renderable as is."""
-    if value is None:
-        return _EMPTY
-    if isinstance(value, Text | str | float) or not is_renderable(value):
-        if isinstance(value, Text):
-            text = value
-        elif isinstance(value, str):
-            text = Text.from_markup(value.split("\n", 1)[0], end="")
-            text.no_wrap = True
-        else:
-            text = Text(f"{value:.2f}" if isinstance(value, float) else str(value), end="")
-            text.no_wrap = True
-        return text or _EMPTY
-    return value  # type: ignore[return-value]  # a renderable, is_renderable says
-
-
-def look_of(cell: RenderableType) -> Hashable:
-    """Everything a cell's drawing depends on (a renderable other than Text: itself)."""
-    if isinstance(cell, Text):
-        return (
-            cell.plain,
-            cell.style,
-            tuple(cell.spans),
-            cell.justify,
-            cell.overflow,
-            cell.no_wrap,
-            cell.end,
-            cell.tab_size,
-        )
-    return ("object", id(cell))  # the row holds the object, so the id stays its own
+    def control(self) -> KeyedTable:
+        return self.table
 
 
 class KeyedTable(ScrollView, can_focus=True):
@@ -201,31 +154,11 @@ class KeyedTable(ScrollView, can_focus=True):
         *keymap.TABLE,
     ]
 
-    class RowHighlighted(Message):
+    class RowHighlighted(RowMessage):
         """The cursor is on another row (or the row under it is another one)."""
 
-        def __init__(self, table: KeyedTable, cursor_row: int, row_key: str) -> None:
-            super().__init__()
-            self.table = table
-            self.cursor_row = cursor_row
-            self.row_key = row_key
-
-        @property
-        def control(self) -> KeyedTable:
-            return self.table
-
-    class RowSelected(Message):
+    class RowSelected(RowMessage):
         """Enter (or a click on the cursor's row) chose the row under the cursor."""
-
-        def __init__(self, table: KeyedTable, cursor_row: int, row_key: str) -> None:
-            super().__init__()
-            self.table = table
-            self.cursor_row = cursor_row
-            self.row_key = row_key
-
-        @property
-        def control(self) -> KeyedTable:
-            return self.table
 
     def __init__(
         self,
@@ -242,12 +175,7 @@ class KeyedTable(ScrollView, can_focus=True):
         ]
         self._order: list[str] = []
         self._index: dict[str, int] = {}
-        self._cells: dict[str, list[RenderableType]] = {}
-        self._looks: dict[str, tuple[Hashable, ...]] = {}
-        #: {row key: the content width of each of its cells}.
-        self._widths: dict[str, list[int]] = {}
-        #: {row key: a number that changes whenever its cells do}.
-        self._versions: dict[str, int] = {}
+        self._rows: dict[str, StoredRow] = {}
         self._edits = 0
         #: Changes whenever a column's width does (every drawn line is stale then).
         self._layout = 0
@@ -256,10 +184,12 @@ class KeyedTable(ScrollView, can_focus=True):
         self._hover_row: int | None = None
         self._highlighted: tuple[int, str] | None = None
         self._palette: Palette | None = None
-        self._cell_cache: dict[Hashable, list[Segment]] = {}
+        self._drawer = LineDrawer()
         #: {(row key, or None for the header; palette): (what it was drawn from, strip)}.
         self._strip_cache: dict[tuple[str | None, Palette], tuple[Hashable, Strip]] = {}
-        self._widths_known = False
+
+    def on_mount(self) -> None:
+        self._measure_columns()  # the labels' widths, before any row arrives
 
     # -- what callers read ---------------------------------------------------------------
 
@@ -286,7 +216,7 @@ class KeyedTable(ScrollView, can_focus=True):
 
     def get_row(self, key: str) -> list[RenderableType]:
         """The cells of the row ``key`` (KeyError when it is not shown)."""
-        return list(self._cells[key])
+        return list(self._rows[key].cells)
 
     def get_row_index(self, key: str) -> int:
         """Where the row ``key`` is (KeyError when it is not shown)."""
@@ -404,10 +334,10 @@ class KeyedTable(ScrollView, can_focus=True):
         """Show ``rows`` (key, cells) in this order, drawing again only what changed."""
         keep, old_index = self.cursor_key, self._cursor
         order = [key for key, _ in rows]
+        if len(set(order)) != len(order):
+            raise ValueError("row keys must be unique")
         for key in set(self._order).difference(order):
-            for table in (self._cells, self._looks, self._widths):
-                del table[key]
-            del self._versions[key]
+            del self._rows[key]
         changed = [key for key, cells in rows if self._store_row(key, cells)]
         moved = order != self._order
         if moved:
@@ -432,34 +362,33 @@ class KeyedTable(ScrollView, can_focus=True):
         if len(values) > len(self._columns):
             raise ValueError(f"row {key!r} has more cells than the table has columns")
         cells = [format_cell(value) for value in values]
-        cells += [_EMPTY] * (len(self._columns) - len(cells))
+        cells += [EMPTY_CELL] * (len(self._columns) - len(cells))
         looks = tuple(look_of(cell) for cell in cells)
-        before = self._looks.get(key)
-        if before == looks:
+        before = self._rows.get(key)
+        if before is not None and before.looks == looks:
             return False
         console = self.app.console
-        old_widths = self._widths.get(key)
-        self._widths[key] = [
-            old_widths[i]
-            if old_widths is not None and before is not None and before[i] == look
+        widths = [
+            before.widths[i]
+            if before is not None and before.looks[i] == look
             else measure(console, cell, 1)
             for i, (cell, look) in enumerate(zip(cells, looks, strict=True))
         ]
-        self._cells[key], self._looks[key] = cells, looks
         self._edits += 1
-        self._versions[key] = self._edits
+        self._rows[key] = StoredRow(cells, looks, widths, self._edits)
         return True
 
     def _measure_columns(self) -> bool:
         """Size every column to its widest cell or label; True when any width changed."""
         console = self.app.console
-        widths = list(zip(*self._widths.values(), strict=True)) or [() for _ in self._columns]
-        changed = not self._widths_known
+        widths = list(zip(*(row.widths for row in self._rows.values()), strict=True)) or [
+            () for _ in self._columns
+        ]
+        changed = False
         for column, cells in zip(self._columns, widths, strict=True):
             width = max([measure(console, column.label, 1), *cells])
             if width != column.content_width:
                 column.content_width, changed = width, True
-        self._widths_known = True
         if changed:
             self._layout += 1
         self.virtual_size = Size(
@@ -491,106 +420,23 @@ class KeyedTable(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         palette = self._resolved_palette()
-        if y == 0:
-            return self._header_strip(palette)
-        index = y - 1 + self.scroll_offset.y
+        width, (scroll_x, scroll_y) = self.size.width, self.scroll_offset
+        index = y - 1 + scroll_y if y else HEADER_ROW  # the header stays put on line 0
         if index >= len(self._order):
-            return Strip.blank(self.size.width, palette.base)
-        return self._row_strip(index, palette)
-
-    def _header_strip(self, palette: Palette) -> Strip:
-        hover = self._hover_row == HEADER_ROW
-        signature = (hover, self._layout, self.scroll_offset.x, self.size.width)
-        cached = self._strip_cache.get((None, palette))
-        if cached is not None and cached[0] == signature:
-            return cached[1]
-        labels: list[RenderableType] = [column.label for column in self._columns]
-        strip = self._draw_line(HEADER_ROW, labels, palette.header, palette, hover, cursor=False)
-        return self._remember(None, palette, signature, strip)
-
-    def _row_strip(self, index: int, palette: Palette) -> Strip:
-        key = self._order[index]
-        cursor = index == self._cursor
-        hover = index == self._hover_row
-        signature = (
-            self._versions[key],
-            index,
-            cursor,
-            hover,
-            self._layout,
-            self.scroll_offset.x,
-            self.size.width,
-        )
+            return Strip.blank(width, palette.base)
+        key = self._order[index] if index != HEADER_ROW else None
+        cursor, hover = index == self._cursor, index == self._hover_row
+        version = self._rows[key].version if key is not None else 0
+        signature = (version, index, cursor, hover, self._layout, scroll_x, width)
         cached = self._strip_cache.get((key, palette))
         if cached is not None and cached[0] == signature:
             return cached[1]
-        row_style = palette.odd_row if index % 2 else palette.even_row
-        strip = self._draw_line(index, self._cells[key], row_style, palette, hover, cursor)
-        return self._remember(key, palette, signature, strip)
-
-    def _remember(
-        self, key: str | None, palette: Palette, signature: Hashable, strip: Strip
-    ) -> Strip:
+        cells = self._rows[key].cells if key is not None else [c.label for c in self._columns]
+        frame = Frame(
+            self.app.console, self.app.console_options, palette, self._columns, width, scroll_x
+        )
+        strip = self._drawer.line(frame, index, cells, hover=hover, cursor=cursor)
         if len(self._strip_cache) >= 4 * self.row_count + STRIP_CACHE_SLACK:
             self._strip_cache.clear()  # a few strips per row: the rest are other pages'
         self._strip_cache[key, palette] = (signature, strip)
         return strip
-
-    def _draw_line(
-        self,
-        row: int,
-        cells: Sequence[RenderableType],
-        row_style: Style,
-        palette: Palette,
-        hover: bool,
-        cursor: bool,
-    ) -> Strip:
-        """One line as DataTable draws it: padded cells, then the row's style to the edge."""
-        component = Style()
-        if hover:
-            component += palette.hover
-            if row == HEADER_ROW:
-                component += palette.header_hover
-        if cursor:
-            component += palette.cursor
-        post = Style.from_color(color=component.color)  # the cursor's colour over the cell's
-        segments: list[Segment] = []
-        for column_index, (column, cell) in enumerate(zip(self._columns, cells, strict=True)):
-            lines = self._drawn_cell(cell, row_style + component, post, column.render_width)
-            meta = Style.from_meta({"row": row, "column": column_index})
-            segments += [
-                Segment(text, style + meta, control)
-                if style is not None and control is None
-                else Segment(text, style, control)
-                for text, style, control in lines
-            ]
-        width = self.size.width
-        table_width = sum(column.render_width for column in self._columns)
-        edge = row_style + component
-        edge += Style.from_meta({"row": row, "column": 0, "out_of_bounds": True})
-        segments.append(Segment(" " * max(0, width - table_width), edge))
-        return (
-            Strip(segments)
-            .crop(self.scroll_offset.x)
-            .adjust_cell_length(width, palette.base)
-            .simplify()
-        )
-
-    def _drawn_cell(
-        self, cell: RenderableType, pre_style: Style, post_style: Style, width: int
-    ) -> list[Segment]:
-        """A cell's one line, padded and styled; Text cells drawn once per look."""
-        cacheable = isinstance(cell, Text)
-        key = (look_of(cell), pre_style, post_style, width) if cacheable else None
-        if key is not None and (cached := self._cell_cache.get(key)) is not None:
-            return cached
-        options = self.app.console_options.update_dimensions(width, 1).update(no_wrap=True)
-        lines = self.app.console.render_lines(
-            Styled(Padding(cell, (0, CELL_PADDING)), pre_style=pre_style, post_style=post_style),
-            options,
-        )
-        if key is not None:
-            if len(self._cell_cache) >= CELL_CACHE_SIZE:
-                self._cell_cache.clear()
-            self._cell_cache[key] = lines[0]
-        return lines[0]

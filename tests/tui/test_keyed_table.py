@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from rich.segment import Segment
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -128,8 +129,7 @@ async def test_narrow_table_and_empty_table_draw_as_datatable() -> None:
         await pilot.pause()
         await same(app, pilot, focused=True)
     app = TableApp()
-    async with app.run_test(size=(60, 30)) as pilot:  # no rows yet
-        app.show([], cursor=0)
+    async with app.run_test(size=(60, 30)) as pilot:  # no rows yet: the header alone
         await pilot.pause()
         await same(app, pilot, focused=False)
 
@@ -153,6 +153,8 @@ async def test_rows_are_diffed_by_key_and_the_cursor_stays_on_its_row() -> None:
         assert table.cursor_row == 4 and table.cursor_key == "t001"
         table.sync([])
         assert table.row_count == 0 and table.cursor_key is None
+        with pytest.raises(ValueError, match="unique"):
+            table.sync([*rows(range(2)), *rows(range(1))])
 
 
 async def test_columns_fit_their_widest_cell_or_label() -> None:
@@ -223,14 +225,14 @@ async def test_a_view_shown_again_draws_from_its_strips() -> None:
         await pilot.pause()
         drawn(table)
         cells: list[Any] = []
-        original = table._drawn_cell
+        drawer = table._drawer  # no public window shows what is drawn anew
+        original = drawer.cell
 
         def counting(*args: Any) -> Any:
             cells.append(args)
             return original(*args)
 
-        # Observed through the private method: no public window shows what was drawn anew.
-        table._drawn_cell = counting  # type: ignore[method-assign]
+        drawer.cell = counting  # type: ignore[method-assign]
         table.focus()
         await pilot.pause()
         drawn(table)
