@@ -23,7 +23,6 @@ from typing import NamedTuple
 
 from rich.console import Console, ConsoleOptions, RenderableType
 from rich.padding import Padding
-from rich.protocol import is_renderable
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -80,21 +79,14 @@ class Frame(NamedTuple):
     scroll_x: int
 
 
-def format_cell(value: object) -> RenderableType:
-    """What a cell shows: text as markup, a float to two places, any renderable as is."""
-    if value is None:
+def format_cell(value: RenderableType | None) -> RenderableType:
+    """What a cell shows: a string literally (never as markup: task fields are anyone's
+    text) and its first line only, empty text for None or "", any renderable as is."""
+    if isinstance(value, str):
+        value = Text(value.split("\n", 1)[0], no_wrap=True, end="")
+    if value is None or (isinstance(value, Text) and not value):
         return EMPTY_CELL
-    if isinstance(value, Text | str | float) or not is_renderable(value):
-        if isinstance(value, Text):
-            text = value
-        elif isinstance(value, str):
-            text = Text.from_markup(value.split("\n", 1)[0], end="")
-            text.no_wrap = True
-        else:
-            text = Text(f"{value:.2f}" if isinstance(value, float) else str(value), end="")
-            text.no_wrap = True
-        return text or EMPTY_CELL
-    return value  # type: ignore[return-value]  # a renderable, is_renderable says
+    return value
 
 
 def look_of(cell: RenderableType) -> Hashable:

@@ -240,3 +240,13 @@ async def test_a_view_shown_again_draws_from_its_strips() -> None:
         await pilot.press("down")
         drawn(table)
         assert 0 < len(cells) <= 2 * len(COLUMNS)  # a cursor move draws its two rows
+
+
+async def test_a_string_cell_is_shown_literally_first_line_only() -> None:
+    app = TableApp()
+    async with app.run_test(size=(60, 30)) as pilot:
+        table = app.query_one(KeyedTable)
+        table.sync([("a", [None, "[bold]x[/bold]", "two\nlines", Text("k")])])
+        await pilot.pause()
+        line = "".join(s.text for s in drawn(table)[1])
+        assert "[bold]x[/bold]" in line and "two" in line and "lines" not in line
