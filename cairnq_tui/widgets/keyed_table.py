@@ -273,34 +273,33 @@ class KeyedTable(ScrollView, can_focus=True):
         else:
             self.refresh_line(row + 1)
 
-    def action_cursor_up(self) -> None:
+    def _key_move(self, row: int) -> None:
+        """A key moves the cursor: the mouse's shading goes until the mouse moves again."""
         self._show_hover(None)
-        self.move_cursor(row=self._cursor - 1)
+        self.move_cursor(row=row)
+
+    def action_cursor_up(self) -> None:
+        self._key_move(self._cursor - 1)
 
     def action_cursor_down(self) -> None:
-        self._show_hover(None)
-        self.move_cursor(row=self._cursor + 1)
+        self._key_move(self._cursor + 1)
 
     def action_cursor_page_up(self) -> None:
-        self._show_hover(None)
-        self.move_cursor(row=self._cursor - self._rows_per_screen())
+        self._key_move(self._cursor - self._rows_per_screen())
 
     def action_cursor_page_down(self) -> None:
-        self._show_hover(None)
-        self.move_cursor(row=self._cursor + self._rows_per_screen())
+        self._key_move(self._cursor + self._rows_per_screen())
 
     def _rows_per_screen(self) -> int:
-        return max(self.scrollable_content_region.height - 1, 1)
+        return max(self.scrollable_content_region.height - 1, 1)  # less the header
 
     def action_first_row(self) -> None:
         """Home (and ``g``): the cursor to the first row."""
-        self._show_hover(None)
-        self.cursor_to(0)
+        self._key_move(0)
 
     def action_last_row(self) -> None:
         """End (and ``G``): the cursor to the last row."""
-        self._show_hover(None)
-        self.cursor_to(-1)
+        self._key_move(self.row_count - 1)
 
     def action_select_cursor(self) -> None:
         self._show_hover(None)
