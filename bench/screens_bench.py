@@ -182,7 +182,7 @@ def cursor_on(row: int) -> Check:
         if type(screen).__name__ != "MainScreen":
             return False
         view = screen.active_view()
-        return view is not None and view.table.cursor_coordinate.row == row
+        return view is not None and view.table.cursor_row == row
 
     return check
 
@@ -202,7 +202,7 @@ async def rounds(app: ConsoleApp, frames: Frames, count: int, hosted: bool) -> N
                 table = app.screen.active_view().table  # type: ignore[attr-defined]
                 if table.row_count < 2:
                     break  # (no rows to move over: --rate 0)
-                row = table.cursor_coordinate.row
+                row = table.cursor_row
                 key, to = ("down", row + 1) if row + 1 < table.row_count else ("up", row - 1)
                 await frames.press(pilot, key, "cursor", cursor_on(to))
                 await asyncio.sleep(0.1)

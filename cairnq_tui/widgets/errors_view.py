@@ -85,7 +85,7 @@ class ErrorsView(HostedView):
         ]
         self.query_one("#errors-table", KeyedTable).sync(rows)
 
-    def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
+    def on_keyed_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
         event.stop()
         self.action_show_traceback()
 

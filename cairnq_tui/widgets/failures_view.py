@@ -148,7 +148,7 @@ class FailuresView(DataView):
         self._draw_window()
         self.console.refresh_now(force=True)
 
-    def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
+    def on_keyed_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
         event.stop()
         self.action_open_group()
 

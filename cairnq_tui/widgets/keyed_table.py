@@ -1,349 +1,441 @@
-"""A DataTable that is diffed by row key instead of being cleared every refresh.
+"""A table of keyed rows, drawn on Textual's Line API and diffed by key on every refresh.
 
-Rows keep their identity (a task id, a key, a queue): cells that changed are
-updated in place, new keys are added, vanished keys removed, and the cursor
-stays on the row it was on. Only when most rows are new (another page) or the
-order changed in a way a sort cannot restore is the table rebuilt.
+Rows keep their identity (a task id, a key, a queue): ``sync(rows)`` stores the
+cells of the rows that changed, adds new keys, drops vanished ones, takes the
+order it is given, and the cursor stays on the row it was on. Column widths
+follow the content (the widest cell or label of each column; a column may also
+have a fixed width).
 
-Rendering a cell through Rich is what a table frame costs (a 50-row page of 14
-columns is hundreds of cells), and DataTable throws its own cell cache away on
-every edit, resize, focus or blur. ``_render_cell`` therefore keeps a second
-cache keyed by what a cell looks like (its text, spans, width and styles), not
-by where it is: showing a tab again, moving focus, or a refresh that changed
-only some cells renders only the cells that changed, and the many cells that
-read the same ("queued", "default", "—") are rendered once. A cell rendered
-for another row or column gets that position's mouse metadata, which is the
-only part of the output that depends on position.
+The widget is a ``ScrollView`` whose ``render_line`` returns ``Strip``s: line 0 is
+the header, which stays put, and row ``i`` is virtual line ``i + 1``. A line is
+drawn the way Textual's ``DataTable`` draws a zebra-striped table with a row
+cursor (the same component styles, cell padding, segments and mouse metadata),
+so the console looks as it did when this was a ``DataTable``; it uses Textual's
+public API only (no private module, method or attribute), which the DataTable
+subclass it replaces could not do.
 
-Focus moves to a view's table whenever the view is shown. DataTable keys its
-row and line caches by the focus state already, yet it empties them on every
-style update, focus included; a focus change therefore keeps them, so the
-first frame of a view shown again is drawn from them (a theme or CSS change
-still empties them).
-
-Emptying DataTable's LRU caches leaves their entries in rings ([prev, next, key,
-value] lists pointing at each other): garbage only the cyclic collector frees,
-and a full collection over the console's heap is a pause of 100 ms or more. The
-rings are unlinked first, so reference counting frees the entries at once. For
-the same reason the caches are sized for a screenful of a page (DataTable's are
-sized for tables of thousands of rows): every entry holds a Strip of segments,
-and what the caches hold is what each full collection has to scan.
+Drawing a line is ``table_lines.py``'s job (it renders each look of a cell
+once). What this widget remembers is the strips it drew, per (row key, resolved
+styles), each with what it was drawn from (the row's version, index, cursor,
+hover, column widths, scroll and width): a cursor move draws two lines, a
+refresh that changed a few cells draws their rows, a view shown again (its
+table takes the focus) is drawn from the strips kept for the focused styles,
+and a theme change resolves other styles and so misses. A plain dict, emptied
+whole when it outgrows a page's worth: its entries hold no reference cycles,
+so reference counting frees them at once and the cyclic collector has nothing
+to scan for them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
 from rich.console import RenderableType
-from rich.segment import Segment
-from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.cache import LRUCache
+from textual.binding import Binding, BindingType
+from textual.geometry import Region, Size, Spacing
+from textual.message import Message
 from textual.render import measure
-from textual.widget import Widget
-from textual.widgets import DataTable
-from textual.widgets._data_table import default_cell_formatter
-from textual.widgets.data_table import CellKey, ColumnKey, RowDoesNotExist, RowKey
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from cairnq_tui import keymap
-
-#: Rendered lines of one cell, as DataTable keeps them.
-Lines = list[list[Segment]]
-#: Cells (look and position) remembered per table before the cache starts over.
-CELL_CACHE_SIZE = 2_000
-#: Entries of DataTable's row and line caches: a screenful of rows in a few
-#: cursor positions and both focus states.
-LINE_CACHE_SIZE = 300
+from cairnq_tui.widgets.table_lines import (
+    EMPTY_CELL,
+    HEADER_ROW,
+    Column,
+    Frame,
+    LineDrawer,
+    Palette,
+    format_cell,
+    look_of,
+)
 
 Row = tuple[str, Sequence[RenderableType]]
 #: A column: (label, key) sized to its content, or (label, key, width) fixed.
 ColumnSpec = tuple[str, str] | tuple[str, str, int]
+#: Strips remembered beyond a few per row before the cache starts over.
+STRIP_CACHE_SLACK = 200
 
 
-class KeyedTable(DataTable[RenderableType]):
-    """``sync(rows)`` makes the table show exactly ``rows``, in order, with minimal edits."""
+@dataclass
+class StoredRow:
+    """A row's cells, what they look like, how wide they are, and when they changed."""
 
+    cells: list[RenderableType]
+    looks: tuple[Hashable, ...]
+    widths: list[int]
+    version: int
+
+
+class RowMessage(Message):
+    """About the row under the cursor: its index and key."""
+
+    def __init__(self, table: KeyedTable, cursor_row: int, row_key: str) -> None:
+        super().__init__()
+        self.table = table
+        self.cursor_row = cursor_row
+        self.row_key = row_key
+
+    @property
+    def control(self) -> KeyedTable:
+        return self.table
+
+
+class KeyedTable(ScrollView, can_focus=True):
+    """``sync(rows)`` makes the table show exactly ``rows``, in order, with minimal work."""
+
+    ALLOW_SELECT = False
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "keyed-table--header",
+        "keyed-table--header-hover",
+        "keyed-table--even-row",
+        "keyed-table--odd-row",
+        "keyed-table--cursor",
+        "keyed-table--hover",
+    }
+    # DataTable's look, for what a row-cursor table with zebra stripes uses of it.
     DEFAULT_CSS = """
-    KeyedTable { height: 1fr; }
+    KeyedTable {
+        background: $surface;
+        color: $foreground;
+        height: 1fr;
+        max-height: 100%;
+        &:focus {
+            background-tint: $foreground 5%;
+            & > .keyed-table--cursor {
+                background: $block-cursor-background;
+                color: $block-cursor-foreground;
+                text-style: $block-cursor-text-style;
+            }
+            & > .keyed-table--header {
+                background-tint: $foreground 5%;
+            }
+        }
+        &:dark > .keyed-table--even-row {
+            background: $surface-darken-1 40%;
+        }
+        & > .keyed-table--header {
+            text-style: bold;
+            background: $panel;
+            color: $foreground;
+        }
+        &:ansi > .keyed-table--header {
+            background: ansi_bright_blue;
+            color: ansi_default;
+        }
+        & > .keyed-table--even-row {
+            background: $surface-lighten-1 50%;
+        }
+        & > .keyed-table--cursor {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+            text-style: $block-cursor-blurred-text-style;
+        }
+        & > .keyed-table--header-hover {
+            background: $accent 30%;
+        }
+        & > .keyed-table--hover {
+            background: $block-hover-background;
+        }
+    }
     """
-    BINDINGS = keymap.TABLE
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select_cursor", "Select", show=False),
+        Binding("up", "cursor_up", "Cursor up", show=False),
+        Binding("down", "cursor_down", "Cursor down", show=False),
+        Binding("pageup", "cursor_page_up", "Page up", show=False),
+        Binding("pagedown", "cursor_page_down", "Page down", show=False),
+        Binding("ctrl+home", "first_row", "Top", show=False),
+        Binding("ctrl+end", "last_row", "Bottom", show=False),
+        *keymap.TABLE,
+    ]
 
-    def __init__(self, columns: Sequence[ColumnSpec], **kwargs: object) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
-        self._column_keys = [spec[1] for spec in columns]
-        #: {look of a cell: its lines as first rendered (at some position)}.
-        self._looks: dict[Hashable, Lines] = {}
-        #: {(look, row index, column index): its lines at that position}.
-        self._placed: dict[tuple[Hashable, int, int], Lines] = {}
-        self._focus_changing = False
-        self._row_render_cache = LRUCache(LINE_CACHE_SIZE)
-        self._line_cache = LRUCache(LINE_CACHE_SIZE)
-        self._row_renderable_cache = LRUCache(LINE_CACHE_SIZE)
-        self._cell_render_cache = LRUCache(LINE_CACHE_SIZE)  # body cells: see _render_cell
-        for spec in columns:
-            width = spec[2] if len(spec) == 3 else None
-            self.add_column(spec[0], key=spec[1], width=width)
+    class RowHighlighted(RowMessage):
+        """The cursor is on another row (or the row under it is another one)."""
+
+    class RowSelected(RowMessage):
+        """Enter (or a click on the cursor's row) chose the row under the cursor."""
+
+    def __init__(
+        self,
+        columns: Sequence[ColumnSpec],
+        *,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self._columns = [
+            Column(spec[1], Text.from_markup(spec[0]), spec[2] if len(spec) == 3 else None, 0)
+            for spec in columns
+        ]
+        self._order: list[str] = []
+        self._index: dict[str, int] = {}
+        self._rows: dict[str, StoredRow] = {}
+        self._edits = 0
+        #: Changes whenever a column's width does (every drawn line is stale then).
+        self._layout = 0
+        self._cursor = 0
+        #: The row (or the header) the mouse is over, None when not shown.
+        self._hover_row: int | None = None
+        self._highlighted: tuple[int, str] | None = None
+        self._palette: Palette | None = None
+        self._drawer = LineDrawer()
+        #: {(row key, or None for the header; palette): (what it was drawn from, strip)}.
+        self._strip_cache: dict[tuple[str | None, Palette], tuple[Hashable, Strip]] = {}
+
+    def on_mount(self) -> None:
+        self._measure_columns()  # the labels' widths, before any row arrives
+
+    # -- what callers read ---------------------------------------------------------------
+
+    @property
+    def row_count(self) -> int:
+        """Rows shown."""
+        return len(self._order)
+
+    @property
+    def cursor_row(self) -> int:
+        """The cursor's row index (0 when the table is empty)."""
+        return self._cursor
 
     @property
     def cursor_key(self) -> str | None:
         """The row key under the cursor (None when empty)."""
-        if not self.row_count:
+        if not self._order:
             return None
-        try:
-            return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-        except Exception:  # the cursor can point past the last row for a moment
-            return None
-
-    def cursor_to(self, row: int) -> None:
-        """Put the cursor on ``row`` (negative: from the end), scrolled into view."""
-        if not self.row_count:
-            return
-        index = row if row >= 0 else self.row_count + row
-        self.move_cursor(row=min(max(index, 0), self.row_count - 1), animate=False, scroll=True)
-
-    def action_first_row(self) -> None:
-        """Home (and ``g``): the cursor to the first row."""
-        self.cursor_to(0)
-
-    def action_last_row(self) -> None:
-        """End (and ``G``): the cursor to the last row."""
-        self.cursor_to(-1)
+        return self._order[self._cursor]
 
     def row_keys(self) -> list[str]:
         """Row keys in display order."""
-        return [str(row.key.value) for row in self.ordered_rows]
+        return list(self._order)
 
-    def sync(
-        self, rows: Sequence[Row], *, sort_column: str | None = None, reverse: bool = False
-    ) -> None:
-        """Show ``rows`` (key, cells) in this order.
+    def get_row(self, key: str) -> list[RenderableType]:
+        """The cells of the row ``key`` (KeyError when it is not shown)."""
+        return list(self._rows[key].cells)
 
-        ``sort_column`` names a column whose plain text orders the rows (so a new
-        row can be added and sorted into place instead of rebuilding).
-        """
-        keep = self.cursor_key
-        old_index = self.cursor_row
-        wanted = [key for key, _ in rows]
-        current = self.row_keys()
-        old = set(current)
-        stale = old - set(wanted)
-        with self.app.batch_update():
-            if not current or len(stale) * 2 > len(current):
-                self._rebuild(rows)
-            else:
-                for key in stale:
-                    self.remove_row(key)
-                for key, cells in rows:
-                    if key in old:
-                        self._update(key, cells)
-                    else:
-                        self.add_row(*cells, key=key)
-                if self.row_keys() != wanted:
-                    if sort_column is not None:
-                        self.sort(sort_column, key=lambda cell: str(cell), reverse=reverse)
-                    if self.row_keys() != wanted:
-                        self._rebuild(rows)
-            self._restore_cursor(keep, old_index)
+    def get_row_index(self, key: str) -> int:
+        """Where the row ``key`` is (KeyError when it is not shown)."""
+        return self._index[key]
 
-    def _rebuild(self, rows: Sequence[Row]) -> None:
-        self.clear()
-        for key, cells in rows:
-            self.add_row(*cells, key=key)
+    def column_labels(self) -> list[str]:
+        """The column labels, left to right."""
+        return [column.label.plain for column in self._columns]
 
-    def _update(self, key: str, cells: Sequence[RenderableType]) -> None:
-        before = self.get_row(key)
-        for column, old_value, new_value in zip(self._column_keys, before, cells, strict=True):
-            if old_value != new_value:
-                # Widen the column when the new value is longer (a key that just arrived).
-                self.update_cell(key, column, new_value, update_width=True)
+    # -- the cursor ----------------------------------------------------------------------
 
-    def _restore_cursor(self, key: str | None, old_index: int) -> None:
-        if not self.row_count:
+    def move_cursor(self, *, row: int) -> None:
+        """Put the cursor on ``row`` (clamped to the rows shown), scrolled into view."""
+        old = self._cursor
+        self._cursor = min(max(row, 0), max(self.row_count - 1, 0))
+        if self._cursor != old:
+            self._refresh_row(old)
+            self._refresh_row(self._cursor)
+        self._scroll_to_cursor()
+        self._post_highlighted()
+
+    def cursor_to(self, row: int) -> None:
+        """Put the cursor on ``row`` (negative: from the end), scrolled into view."""
+        if self.row_count:
+            self.move_cursor(row=row if row >= 0 else self.row_count + row)
+
+    def _scroll_to_cursor(self) -> None:
+        """Scroll so that the cursor's row shows below the header."""
+        if not self._order:
             return
-        try:
-            index = self.get_row_index(key) if key is not None else old_index
-        except RowDoesNotExist:
-            index = old_index
-        index = min(max(index, 0), self.row_count - 1)
-        if index != self.cursor_row:
-            self.move_cursor(row=index, animate=False, scroll=True)
+        region = Region(int(self.scroll_x), self._cursor + 1, 1, 1)
+        self.scroll_to_region(region, spacing=Spacing(1, 0, 0, 0), animate=False, force=True)
 
-    # -- rendering ---------------------------------------------------------------------
+    def _post_highlighted(self) -> None:
+        """Tell the views when the row under the cursor is another one."""
+        key = self.cursor_key
+        now = None if key is None else (self._cursor, key)
+        if now is not None and now != self._highlighted:
+            self.post_message(self.RowHighlighted(self, *now))
+        self._highlighted = now
 
-    async def _on_idle(self, event: events.Idle) -> None:
-        # DataTable measures new and edited cells here and widens their columns, but
-        # keeps ``_update_count`` (the key of its line, row and cell caches) as it was.
-        # A frame painted between ``add_row`` and this pass (a screen refresh that
-        # gets in first, as it does under load) left lines cut to the old widths in
-        # those caches, and they were drawn again until the next edit. New widths
-        # are a new state: bump the count so nothing painted before them is reused.
-        before = self._widths()
-        await super()._on_idle(event)
-        if self._widths() != before:
-            self._update_count += 1
+    def _show_hover(self, row: int | None) -> None:
+        """Shade the row under the mouse (None: no row)."""
+        if row != self._hover_row:
+            for old_or_new in (self._hover_row, row):
+                if old_or_new is not None:
+                    self._refresh_row(old_or_new)
+            self._hover_row = row
+
+    def _refresh_row(self, row: int) -> None:
+        """Draw the line of ``row`` (or of the header) again."""
+        if row == HEADER_ROW:
+            self.refresh(Region(0, 0, self.size.width, 1))
+        else:
+            self.refresh_line(row + 1)
+
+    def _key_move(self, row: int) -> None:
+        """A key moves the cursor: the mouse's shading goes until the mouse moves again."""
+        self._show_hover(None)
+        self.move_cursor(row=row)
+
+    def action_cursor_up(self) -> None:
+        self._key_move(self._cursor - 1)
+
+    def action_cursor_down(self) -> None:
+        self._key_move(self._cursor + 1)
+
+    def action_cursor_page_up(self) -> None:
+        self._key_move(self._cursor - self._rows_per_screen())
+
+    def action_cursor_page_down(self) -> None:
+        self._key_move(self._cursor + self._rows_per_screen())
+
+    def _rows_per_screen(self) -> int:
+        return max(self.scrollable_content_region.height - 1, 1)  # less the header
+
+    def action_first_row(self) -> None:
+        """Home (and ``g``): the cursor to the first row."""
+        self._key_move(0)
+
+    def action_last_row(self) -> None:
+        """End (and ``G``): the cursor to the last row."""
+        self._key_move(self.row_count - 1)
+
+    def action_select_cursor(self) -> None:
+        self._show_hover(None)
+        key = self.cursor_key
+        if key is not None:
+            self.post_message(self.RowSelected(self, self._cursor, key))
+
+    def on_click(self, event: events.Click) -> None:
+        meta = event.style.meta
+        row = meta.get("row")
+        if not isinstance(row, int) or row == HEADER_ROW:
+            return
+        event.stop()
+        self._show_hover(row)
+        key = self.cursor_key
+        if row == self._cursor and key is not None:  # a click on the cursor's row chooses it
+            self.post_message(self.RowSelected(self, row, key))
+        else:
+            self.move_cursor(row=row)
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        row = event.style.meta.get("row")
+        self._show_hover(row if isinstance(row, int) else None)
+
+    def on_leave(self, event: events.Leave) -> None:
+        self._show_hover(None)
+
+    # -- keeping it in step --------------------------------------------------------------
+
+    def sync(self, rows: Sequence[Row]) -> None:
+        """Show ``rows`` (key, cells) in this order, drawing again only what changed."""
+        keep, old_index = self.cursor_key, self._cursor
+        order = [key for key, _ in rows]
+        if len(set(order)) != len(order):
+            raise ValueError("row keys must be unique")
+        for key in set(self._order).difference(order):
+            del self._rows[key]
+        changed = [key for key, cells in rows if self._store_row(key, cells)]
+        moved = order != self._order
+        if moved:
+            self._order = order
+            self._index = {key: index for index, key in enumerate(order)}
+        laid_out = self._measure_columns()
+        index = self._index.get(keep, old_index) if keep is not None else old_index
+        self._cursor = min(max(index, 0), max(self.row_count - 1, 0))
+        if moved or laid_out or len(changed) > self._rows_per_screen():
             self.refresh()
+        else:
+            for key in changed:
+                self._refresh_row(self._index[key])
+        if self._cursor != old_index or laid_out:
+            self._scroll_to_cursor()
+            if laid_out:  # the scrollbars may come or go: once more after the layout
+                self.call_after_refresh(self._scroll_to_cursor)
+        self._post_highlighted()
 
-    def _update_column_widths(self, updated_cells: set[CellKey]) -> None:
-        # DataTable measures each updated cell, and for every one narrower than its
-        # column measures the whole column again: a refresh that updates the age
-        # cells of a 50-row page measured 2,500 cells per column, on the loop a
-        # keypress waits behind. Same widths here, each column measured at most once.
-        by_column: dict[ColumnKey, list[RowKey]] = {}
-        for row_key, column_key in updated_cells:
-            if column_key in self.columns and row_key in self.rows:
-                by_column.setdefault(column_key, []).append(row_key)
+    def _store_row(self, key: str, values: Sequence[RenderableType]) -> bool:
+        """Keep ``values`` for row ``key``; True when it now looks different."""
+        if len(values) > len(self._columns):
+            raise ValueError(f"row {key!r} has more cells than the table has columns")
+        cells = [format_cell(value) for value in values]
+        cells += [EMPTY_CELL] * (len(self._columns) - len(cells))
+        looks = tuple(look_of(cell) for cell in cells)
+        before = self._rows.get(key)
+        if before is not None and before.looks == looks:
+            return False
         console = self.app.console
-        for column_key, row_keys in by_column.items():
-            column = self.columns[column_key]
-            widths = [self._cell_width(row_key, column_key) for row_key in row_keys]
-            if min(widths) < column.content_width:  # one may have shrunk: measure them all
-                widths = [self._cell_width(row_key, column_key) for row_key in self.rows]
-            column.content_width = max(*widths, measure(console, column.label, 1))
-        self._require_update_dimensions = True
-
-    def _cell_width(self, row_key: RowKey, column_key: ColumnKey) -> int:
-        height = self.rows[row_key].height
-        cell = default_cell_formatter(
-            self._data[row_key][column_key], wrap=height != 1, height=height
-        )
-        return measure(self.app.console, cell, 1)
-
-    def _widths(self) -> list[int]:
-        return [self._label_column.content_width] + [
-            column.content_width for column in self.columns.values()
+        widths = [
+            before.widths[i]
+            if before is not None and before.looks[i] == look
+            else measure(console, cell, 1)
+            for i, (cell, look) in enumerate(zip(cells, looks, strict=True))
         ]
+        self._edits += 1
+        self._rows[key] = StoredRow(cells, looks, widths, self._edits)
+        return True
 
-    def watch_has_focus(self, has_focus: bool) -> None:
-        self._focus_changing = True
-        try:
-            super().watch_has_focus(has_focus)
-        finally:
-            self._focus_changing = False
+    def _measure_columns(self) -> bool:
+        """Size every column to its widest cell or label; True when any width changed."""
+        console = self.app.console
+        widths = list(zip(*(row.widths for row in self._rows.values()), strict=True)) or [
+            () for _ in self._columns
+        ]
+        changed = False
+        for column, cells in zip(self._columns, widths, strict=True):
+            width = max([measure(console, column.label, 1), *cells])
+            if width != column.content_width:
+                column.content_width, changed = width, True
+        if changed:
+            self._layout += 1
+        self.virtual_size = Size(
+            sum(column.render_width for column in self._columns), self.row_count + 1
+        )
+        return changed
+
+    # -- drawing -------------------------------------------------------------------------
 
     def notify_style_update(self) -> None:
-        if not self._focus_changing:
-            self._unlink_caches()  # DataTable empties them all (as a theme change must)
-            super().notify_style_update()
-            return
-        # Only the :focus rules changed which of them apply. DataTable's row, line
-        # and cell caches are keyed by the pseudo-class state, so what they hold for
-        # either state is still right: keep them. What is not keyed by it goes.
-        Widget.notify_style_update(self)
-        self._styles_cache.clear()
-        self._get_styles_to_render_cell.cache_clear()
+        super().notify_style_update()
+        self._palette = None  # resolved again from the new styles on the next line drawn
         self.refresh()
 
-    def _clear_caches(self) -> None:
-        self._unlink_caches()
-        super()._clear_caches()
+    def _resolved_palette(self) -> Palette:
+        """The styles lines are drawn with now (focus, theme and classes applied)."""
+        if self._palette is None:
+            styles, rich = self.get_component_styles, self.get_component_rich_style
+            self._palette = Palette(
+                self.rich_style,
+                styles("keyed-table--header").rich_style,
+                styles("keyed-table--even-row").rich_style,
+                styles("keyed-table--odd-row").rich_style,
+                rich("keyed-table--cursor"),
+                rich("keyed-table--hover"),
+                rich("keyed-table--header-hover"),
+            )
+        return self._palette
 
-    def _unlink_caches(self) -> None:
-        for cache in (
-            self._row_render_cache,
-            self._cell_render_cache,
-            self._row_renderable_cache,
-            self._line_cache,
-            self._offset_cache,
-            self._ordered_row_cache,
-        ):
-            _unlink(cache)
-
-    def _render_cell(
-        self,
-        row_index: int,
-        column_index: int,
-        base_style: Style,
-        width: int,
-        cursor: bool = False,
-        hover: bool = False,
-    ) -> Lines:
-        look = self._look(row_index, column_index, base_style, width, cursor, hover)
-        if look is None:
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        placed = self._placed.get((look, row_index, column_index))
-        if placed is not None:
-            return placed
-        if len(self._placed) >= CELL_CACHE_SIZE:
-            self._placed.clear()
-            self._looks.clear()
-        source = self._looks.get(look)
-        if source is None:
-            lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-            self._looks[look] = lines
-        else:
-            # The same look elsewhere: only the position in the mouse metadata differs.
-            meta = Style.from_meta({"row": row_index, "column": column_index})
-            lines = [
-                [
-                    Segment(seg.text, seg.style + meta, seg.control)
-                    if seg.style is not None and seg.control is None
-                    else seg
-                    for seg in line
-                ]
-                for line in source
-            ]
-        self._placed[look, row_index, column_index] = lines
-        return lines
-
-    def _look(
-        self,
-        row_index: int,
-        column_index: int,
-        base_style: Style,
-        width: int,
-        cursor: bool,
-        hover: bool,
-    ) -> Hashable | None:
-        """What a body cell's rendering depends on apart from its position (None: no cache)."""
-        if row_index < 0 or column_index < 0:
-            return None  # the header and row labels: few, and DataTable caches them
-        try:
-            row_key = self._row_locations.get_key(row_index)
-            column_key = self._column_locations.get_key(column_index)
-            if row_key is None or column_key is None:
-                return None
-            cell = self._data[row_key][column_key]
-            height = self.rows[row_key].height
-        except KeyError:
-            return None
-        if not isinstance(cell, Text) or height != 1:
-            return None
-        fixed = row_index < self.fixed_rows or column_index < self.fixed_columns
-        styles = self._get_styles_to_render_cell(
-            False,
-            False,
-            fixed,
-            hover,
-            cursor,
-            self.show_cursor,
-            self._show_hover_cursor,
-            self.cursor_foreground_priority == "css",
-            self.cursor_background_priority == "css",
+    def render_line(self, y: int) -> Strip:
+        palette = self._resolved_palette()
+        width, (scroll_x, scroll_y) = self.size.width, self.scroll_offset
+        index = y - 1 + scroll_y if y else HEADER_ROW  # the header stays put on line 0
+        if index >= len(self._order):
+            return Strip.blank(width, palette.base)
+        key = self._order[index] if index != HEADER_ROW else None
+        cursor, hover = index == self._cursor, index == self._hover_row
+        version = self._rows[key].version if key is not None else 0
+        signature = (version, index, cursor, hover, self._layout, scroll_x, width)
+        cached = self._strip_cache.get((key, palette))
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        cells = self._rows[key].cells if key is not None else [c.label for c in self._columns]
+        frame = Frame(
+            self.app.console, self.app.console_options, palette, self._columns, width, scroll_x
         )
-        return (
-            cell.plain,
-            cell.style,
-            tuple(cell.spans),
-            cell.justify,
-            cell.overflow,
-            cell.no_wrap,
-            cell.end,
-            cell.tab_size,
-            base_style,
-            styles,
-            width,
-            self.cell_padding,
-            fixed,
-        )
-
-
-def _unlink(cache: LRUCache[Any, Any]) -> None:
-    """Empty a textual ``LRUCache``, unlinking its ring so the entries die by reference count."""
-    entries = getattr(cache, "_cache", None)
-    if isinstance(entries, dict):
-        for entry in entries.values():
-            if isinstance(entry, list):
-                entry.clear()
-    cache.clear()
+        strip = self._drawer.line(frame, index, cells, hover=hover, cursor=cursor)
+        if len(self._strip_cache) >= 4 * self.row_count + STRIP_CACHE_SLACK:
+            self._strip_cache.clear()  # a few strips per row: the rest are other pages'
+        self._strip_cache[key, palette] = (signature, strip)
+        return strip

@@ -127,7 +127,7 @@ class KeysView(OpensTaskRows, DataView):
             for k in page.rows
             if not allowed or k.queue in allowed
         ]
-        self.table.sync(rows, sort_column="key")
+        self.table.sync(rows)
         nav = [x for x, ok in (("[ previous", page.has_previous), ("] next", page.has_next)) if ok]
         info = f"{len(rows)} key(s)" + (
             f" starting with {quoted(self.prefix)}" if self.prefix else ""

@@ -225,7 +225,7 @@ class MetricsView(DataView):
                 plt.plot(xs, [n for _, n in points], label=queue[:20])
         plot.refresh()
 
-    def on_data_table_row_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
+    def on_keyed_table_row_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
         event.stop()
         if self.table.cursor_key != self._charted:
             self._draw_rate_chart()

@@ -133,14 +133,14 @@ class QueuesView(DataView):
             ]
             cells.append(sparkline(series))
             rows.append((queue, cells))
-        self.table.sync(rows, sort_column="queue")
+        self.table.sync(rows)
         info = (
             f"{len(rows)} queue(s) · counts capped at {QUEUE_COUNT_CAP:,}, "
             f"read every {self.console.settings.slow_every} refreshes"
         )
         self.query_one("#queues-info", Static).update(Text(info, style="dim"))
 
-    def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
+    def on_keyed_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
         event.stop()
         self.action_open_queue()
 

@@ -15,6 +15,6 @@ class OpensTaskRows:
     def action_open_task(self) -> None:
         raise NotImplementedError
 
-    def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
+    def on_keyed_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
         event.stop()
         self.action_open_task()

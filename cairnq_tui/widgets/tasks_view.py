@@ -373,10 +373,7 @@ class TasksView(TaskOps, OpensTaskRows, DataView):
             return
         now = self.console.clock()
         columns = self.columns
-        rows = [(r.id, self._pick(self._cells(r, now), columns)) for r in page.rows]
-        # A time order (a sort, an error search) has no column to sort on: page order.
-        sort = page.order if page.order in ("id", "key") else None
-        self.table.sync(rows, sort_column=sort if sort in columns else None, reverse=sort == "id")
+        self.table.sync([(r.id, self._pick(self._cells(r, now), columns)) for r in page.rows])
         self._draw_info()
 
     @staticmethod

@@ -320,32 +320,15 @@ async def settle(pilot: Any) -> None:
         keys_pending = any(
             view.keys_pending for screen in app.screen_stack for view in screen.query(TasksView)
         )
-        quiet = (
-            app.connected
-            and app.ticks
-            and not app._in_flight
-            and not busy
-            and not any(_table_pending(screen) for screen in app.screen_stack)
-        )
+        quiet = app.connected and app.ticks and not app._in_flight and not busy
         # Quiet for several polls in a row: under load a key lookup or a refresh
         # can be scheduled just after a single quiet look.
         calm = calm + 1 if quiet and not keys_pending else 0
         if calm >= 5:
             break
     await pilot.pause(0.05)
-    # DataTable widens a column for a longer cell on idle: let that idle pass run.
+    # A table whose columns widened scrolls its cursor into view once more after the layout.
     await pilot.pause()
-    await pilot.pause()
-
-
-def _table_pending(screen: Any) -> bool:
-    """A DataTable on ``screen`` still owes the width pass it runs when idle."""
-    from textual.widgets import DataTable
-
-    return any(
-        table._updated_cells or table._require_update_dimensions
-        for table in screen.query(DataTable)
-    )
 
 
 async def refreshed(pilot: Any) -> None:

@@ -1,11 +1,13 @@
-"""KeyedTable draws exactly what DataTable would: its own cell cache (by look, not
-position), the caches it keeps across focus changes, and its smaller cache sizes
-must never change a single segment, style or piece of mouse metadata."""
+"""KeyedTable draws exactly what Textual's DataTable draws for the same rows (a
+zebra-striped table with a row cursor: segments, styles and mouse metadata), in
+every state its caches distinguish, and behaves as the views need: rows diffed
+by key with the cursor kept on its row, keys, mouse and messages."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from rich.segment import Segment
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -34,110 +36,217 @@ def rows(ids: range, selected: frozenset[int] = frozenset()) -> list[tuple[str, 
 
 
 class TableApp(App[None]):
+    CSS = "KeyedTable, DataTable { height: 12; max-height: 12; }"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[Any] = []
+
     def compose(self) -> ComposeResult:
         yield KeyedTable(COLUMNS)
+        yield DataTable(cursor_type="row", zebra_stripes=True)
         yield Button("elsewhere")
 
+    def on_mount(self) -> None:
+        reference = self.query_one(DataTable)
+        for spec in COLUMNS:
+            reference.add_column(spec[0], key=spec[1], width=spec[2] if len(spec) == 3 else None)
 
-def drawn(table: KeyedTable) -> list[list[Segment]]:
+    def on_keyed_table_row_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
+        self.seen.append(("highlighted", event.cursor_row, event.row_key))
+
+    def on_keyed_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
+        self.seen.append(("selected", event.cursor_row, event.row_key))
+
+    def show(self, shown: list[tuple[str, list[Text]]], cursor: int) -> None:
+        """The same rows in both tables, the cursor on the same row."""
+        self.query_one(KeyedTable).sync(shown)
+        self.query_one(KeyedTable).move_cursor(row=cursor)
+        reference = self.query_one(DataTable)
+        reference.clear()
+        for key, cells in shown:
+            reference.add_row(*cells, key=key)
+        reference.move_cursor(row=cursor)
+
+
+def drawn(table: KeyedTable | DataTable[Any]) -> list[list[Segment]]:
     """Every visible line as segments, with each segment's style and metadata."""
-    table._styles_cache.clear()
+    table.refresh()
     strips = table.render_lines(Region(0, 0, table.size.width, table.size.height))
     return [list(strip) for strip in strips]
 
 
-def fresh(table: KeyedTable) -> list[list[Segment]]:
-    """The same lines drawn by DataTable alone, every cache emptied first."""
-    table._looks.clear()
-    table._placed.clear()
-    table._clear_caches()
-    original = KeyedTable._render_cell
-    KeyedTable._render_cell = DataTable._render_cell  # type: ignore[method-assign]
-    try:
-        return drawn(table)
-    finally:
-        KeyedTable._render_cell = original  # type: ignore[method-assign]
-
-
-def same(table: KeyedTable) -> None:
-    first = drawn(table)
-    assert first == fresh(table)
-    assert [[s.style.meta if s.style else None for s in line] for line in first] == [
-        [s.style.meta if s.style else None for s in line] for line in fresh(table)
-    ]
-
-
-async def thirty_rows(app: TableApp, pilot: Any) -> KeyedTable:
-    """The app's table, focused, showing rows 30..1 newest first, drawn."""
-    table = app.query_one(KeyedTable)
-    table.focus()
-    table.sync(rows(range(30, 0, -1)), sort_column="id", reverse=True)
-    await pilot.pause()
-    return table
-
-
-async def test_cached_cells_render_exactly_as_datatable() -> None:
-    app = TableApp()
-    async with app.run_test(size=(60, 20)) as pilot:
-        table = await thirty_rows(app, pilot)
-        same(table)
-        # New rows on top: every row moves, most looks are already cached elsewhere.
-        table.sync(rows(range(36, 6, -1), frozenset({20})), sort_column="id", reverse=True)
-        await pilot.pause()
-        same(table)
-        table.move_cursor(row=3)
-        await pilot.pause()
-        same(table)
-        # Focus away and back: the caches kept for either state are still right.
+async def same(app: TableApp, pilot: Any, *, focused: bool) -> None:
+    """Both tables draw the same lines, each either focused or not."""
+    mine, reference = app.query_one(KeyedTable), app.query_one(DataTable)
+    if not focused:
         app.query_one(Button).focus()
         await pilot.pause()
-        same(table)
-        table.focus()
+        assert drawn(mine) == drawn(reference)
+        return
+    mine.focus()
+    await pilot.pause()
+    ours = drawn(mine)
+    reference.focus()
+    await pilot.pause()
+    assert ours == drawn(reference)
+
+
+async def test_draws_exactly_as_datatable() -> None:
+    app = TableApp()
+    async with app.run_test(size=(60, 30)) as pilot:
+        app.show(rows(range(30, 0, -1)), cursor=3)
         await pilot.pause()
-        same(table)
-        # A theme change empties them as DataTable does.
+        await same(app, pilot, focused=False)
+        await same(app, pilot, focused=True)
+        # New rows on top and a selection mark: every row moves, the cursor with them.
+        app.show(rows(range(36, 6, -1), frozenset({20})), cursor=9)
+        await pilot.pause()
+        await same(app, pilot, focused=True)
+        await same(app, pilot, focused=False)
+        for table in (app.query_one(KeyedTable), app.query_one(DataTable)):
+            table.scroll_to(y=7, animate=False)
+        await pilot.pause()
+        await same(app, pilot, focused=False)
         app.theme = "textual-light"
         await pilot.pause()
-        same(table)
+        await same(app, pilot, focused=True)
+        # The mouse over a row shades it (the hover cursor), and over the header.
+        app.query_one(Button).focus()
+        for y in (4, 0):
+            hovered = []
+            for table in (app.query_one(KeyedTable), app.query_one(DataTable)):
+                await pilot.hover(table, offset=(3, y))
+                await pilot.pause()
+                hovered.append(drawn(table))
+            assert hovered[0] == hovered[1]
 
 
-async def test_focus_change_keeps_drawn_lines() -> None:
+async def test_narrow_table_and_empty_table_draw_as_datatable() -> None:
     app = TableApp()
-    async with app.run_test(size=(60, 20)) as pilot:
-        table = await thirty_rows(app, pilot)
+    async with app.run_test(size=(24, 30)) as pilot:  # narrower than the table: cropped
+        app.show(rows(range(5)), cursor=1)
+        await pilot.pause()
+        await same(app, pilot, focused=True)
+    app = TableApp()
+    async with app.run_test(size=(60, 30)) as pilot:  # no rows yet: the header alone
+        await pilot.pause()
+        await same(app, pilot, focused=False)
+
+
+async def test_rows_are_diffed_by_key_and_the_cursor_stays_on_its_row() -> None:
+    app = TableApp()
+    async with app.run_test(size=(60, 30)) as pilot:
+        table = app.query_one(KeyedTable)
+        table.focus()
+        table.sync(rows(range(10, 0, -1)))
+        table.move_cursor(row=4)
+        await pilot.pause()
+        assert table.cursor_key == "t006"
+        table.sync(rows(range(13, 0, -1)))  # three new rows on top
+        assert table.row_keys()[:4] == ["t013", "t012", "t011", "t010"]
+        assert table.cursor_key == "t006" and table.cursor_row == 7
+        renamed = [(key, [*cells[:3], Text("changed")]) for key, cells in rows(range(13, 0, -1))]
+        table.sync(renamed)
+        assert str(table.get_row("t006")[3]) == "changed" and table.cursor_key == "t006"
+        table.sync(rows(range(5, 0, -1)))  # the cursor's row is gone: same place, clamped
+        assert table.cursor_row == 4 and table.cursor_key == "t001"
+        table.sync([])
+        assert table.row_count == 0 and table.cursor_key is None
+        with pytest.raises(ValueError, match="unique"):
+            table.sync([*rows(range(2)), *rows(range(1))])
+
+
+async def test_columns_fit_their_widest_cell_or_label() -> None:
+    app = TableApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        table = app.query_one(KeyedTable)
+        table.sync([("a", [Text(" "), Text("a-" + "y" * 30), Text("ok"), Text("k")])])
+        await pilot.pause()
+        line = drawn(table)[1]
+        assert "a-" + "y" * 30 in "".join(s.text for s in line)
+        assert table.virtual_size.width == (1 + 32 + 6 + 8) + 2 * 4
+        table.sync([("b", [Text(" "), Text("b"), Text("ok"), Text("k")])])
+        assert table.virtual_size.width == (1 + 2 + 6 + 8) + 2 * 4  # narrower again
+        assert table.column_labels() == ["", "ID", "Status", "Key"]
+
+
+async def test_keys_mouse_and_messages() -> None:
+    app = TableApp()
+    async with app.run_test(size=(60, 30)) as pilot:
+        table = app.query_one(KeyedTable)
+        table.focus()
+        table.sync(rows(range(40, 0, -1)))
+        await pilot.pause()
+        assert app.seen == [("highlighted", 0, "t040")]
+        await pilot.press("down", "down")
+        assert table.cursor_row == 2
+        await pilot.press("end")
+        assert table.cursor_row == 39 and table.scroll_y > 0
+        await pilot.press("g")
+        assert table.cursor_row == 0 and table.scroll_y == 0
+        await pilot.press("G", "home", "pagedown")
+        assert table.cursor_row == 11  # a screenful: 12 lines less the header
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.seen[-1] == ("selected", 11, "t029")
+        await pilot.click(table, offset=(3, 2))  # a click moves the cursor to its row
+        await pilot.pause()
+        assert table.cursor_row == table.scroll_offset.y + 1
+        row = table.cursor_row
+        await pilot.click(table, offset=(3, 2))  # and a click on the cursor's row chooses it
+        await pilot.pause()
+        assert app.seen[-1] == ("selected", row, table.row_keys()[row])
+        await pilot.click(table, offset=(3, 0))  # the header: nothing
+        assert table.cursor_row == row
+        before = table.scroll_y
+        await pilot.mouse_down(table)
+        await pilot.pause()
+        table.post_message(_wheel(table))
+        await pilot.pause()
+        assert table.scroll_y > before
+
+
+def _wheel(table: KeyedTable) -> Any:
+    from textual.events import MouseScrollDown
+
+    return MouseScrollDown(table, 3, 3, 0, 0, 0, False, False, False)
+
+
+async def test_a_view_shown_again_draws_from_its_strips() -> None:
+    app = TableApp()
+    async with app.run_test(size=(60, 30)) as pilot:
+        table = app.query_one(KeyedTable)
+        table.sync(rows(range(30, 0, -1)))
+        table.focus()
+        await pilot.pause()
         drawn(table)
         app.query_one(Button).focus()
         await pilot.pause()
         drawn(table)
-        calls: list[Any] = []
-        original = table._render_line_in_row
+        cells: list[Any] = []
+        drawer = table._drawer  # no public window shows what is drawn anew
+        original = drawer.cell
 
-        def counting(*args: Any, **kwargs: Any) -> Any:
-            calls.append(args)
-            return original(*args, **kwargs)
+        def counting(*args: Any) -> Any:
+            cells.append(args)
+            return original(*args)
 
-        table._render_line_in_row = counting  # type: ignore[method-assign]
+        drawer.cell = counting  # type: ignore[method-assign]
         table.focus()
         await pilot.pause()
         drawn(table)
-        assert calls == []  # every line came from the cache kept for the focused state
+        assert cells == []  # every line came from the strips kept for the focused styles
+        await pilot.press("down")
+        drawn(table)
+        assert 0 < len(cells) <= 2 * len(COLUMNS)  # a cursor move draws its two rows
 
 
-async def test_lines_painted_before_the_width_pass_are_not_reused() -> None:
-    """A frame painted between ``sync`` and DataTable's idle width pass (a screen
-    refresh that gets in first under load) must not leave lines cut to the old widths."""
+async def test_a_string_cell_is_shown_literally_first_line_only() -> None:
     app = TableApp()
-    async with app.run_test(size=(100, 20)) as pilot:
+    async with app.run_test(size=(60, 30)) as pilot:
         table = app.query_one(KeyedTable)
+        table.sync([("a", [None, "[bold]x[/bold]", "two\nlines", Text("k")])])
         await pilot.pause()
-        long_rows = [
-            (key, [Text(" "), Text(f"{key}-{'y' * 30}"), Text("succeeded"), Text("k")])
-            for key in ("a", "b", "c")
-        ]
-        table.sync(long_rows)
-        early = drawn(table)  # painted before the idle pass: columns still narrow
-        assert "a-yyyy" not in "".join(s.text for s in early[1])
-        await pilot.pause()  # the idle pass widens the ID and Status columns
         line = "".join(s.text for s in drawn(table)[1])
-        assert f"a-{'y' * 30}" in line and "succeeded" in line
-        same(table)
+        assert "[bold]x[/bold]" in line and "two" in line and "lines" not in line
