@@ -15,6 +15,7 @@ from cairnq_tui.widgets.keys_view import KeysView
 from cairnq_tui.widgets.leases_view import LeasesView
 from cairnq_tui.widgets.queues_view import QueuesView
 from cairnq_tui.widgets.tasks_view import TasksView
+from cairnq_tui.widgets.view_tabs import ViewTabs
 from engine import SQLiteStore
 
 SIZE = (160, 50)
@@ -319,17 +320,50 @@ async def test_queue_option_limits_every_view(demo_db: Path) -> None:
         assert shown(app.screen.query_one(LeasesView).table) == ["worker:worker_A", by_index(2)]
 
 
+async def click_tab(pilot: Any, view: str) -> None:
+    """Click the middle of ``view``'s name in the tab strip."""
+    start, end = pilot.app.screen.query_one(ViewTabs).span_of(view)
+    assert end > start, f"no tab for {view!r}"
+    await pilot.click(ViewTabs, offset=((start + end) // 2, 0))
+
+
 async def test_the_mouse_switches_views_and_opens_tasks(demo_db: Path) -> None:
     app = demo_app(demo_db)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await pilot.click("#--content-tab-keys")
+        tabs = app.screen.query_one(ViewTabs)
+        await click_tab(pilot, "keys")
         await settle(pilot)
         keys = app.screen.query_one(KeysView)
         assert keys.display and keys.table.row_count == len(KEYS)
-        await pilot.click("#--content-tab-tasks")
+        assert not tasks_view(app).display
+        # The clicked name is the one highlighted, and the keys go to its table.
+        assert tabs.active == "keys" and app.screen.focused is keys.table
+        drawn = tabs.render()
+        names, bar = drawn.plain.split("\n")
+        start, end = tabs.span_of("keys")
+        assert names[start:end] == " Keys [4] "
+
+        def style_at(x: int) -> Any:
+            return [span.style for span in drawn.spans if span.start <= x < span.end][-1]
+
+        assert style_at(start + 1) == tabs.get_component_rich_style("view-tabs--active")
+        assert style_at(0) == tabs.get_component_rich_style("view-tabs--tab")
+        underlined = {
+            x
+            for x in range(len(bar))
+            if style_at(len(names) + 1 + x).color
+            == (tabs.get_component_rich_style("view-tabs--bar-active").color)
+        }
+        assert underlined == set(range(start + 1, end - 1))  # under "Keys [4]" only
+        await pilot.click(ViewTabs, offset=(tabs.span_of("errors")[1] + 5, 0))  # past the names
         await settle(pilot)
+        assert tabs.active == "keys" and keys.display
+        await click_tab(pilot, "tasks")
+        await settle(pilot)
+        assert tabs.active == "tasks" and not keys.display
         table = tasks_view(app).table
+        assert app.screen.focused is table
         await pilot.click(table, offset=(8, 2))  # the second row (row 0 is the header)
         await pilot.click(table, offset=(8, 2))
         await settle(pilot)
