@@ -5,10 +5,12 @@ this process (waits, and with ``--worker`` the hosted workers' quotas,
 resources, calls and errors). Each view is a widget with ``refresh_data()``; the
 app refreshes whichever tab is visible.
 
-The tabs are our own: a ``ViewTabs`` strip (one widget) over the views, of which
-only the shown one has ``display`` on. Textual's ``TabbedContent`` cost a view
-switch about twenty more widgets to restyle and draw, and an underline animated
-for 0.3 s after it (see ``widgets/view_tabs.py``).
+The tabs are our own: a ``ViewTabs`` strip (one widget) over the views, which
+are children of the screen itself, only the shown one with ``display`` on.
+Textual's ``TabbedContent`` cost a view switch about twenty more widgets to
+restyle and draw, and an underline animated for 0.3 s after it (see
+``widgets/view_tabs.py``); a container around the views drew its whole area
+again on every switch although the view covers it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Header
 
@@ -51,13 +52,12 @@ VIEWS = {
 
 
 class MainScreen(ConsoleNode, Screen[None]):
-    """Tabs for every view; switching tabs refreshes the new one at once."""
+    """Tabs for every view; a switch shows the view at once and refreshes it right after."""
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         yield self._tabs
-        with Vertical(id="views"):
-            yield from self._views.values()
+        yield from self._views.values()  # children of the screen: no container to draw
         yield StatusBar()
         yield KeyFooter()
 
@@ -107,8 +107,8 @@ class MainScreen(ConsoleNode, Screen[None]):
     def show_view(self, name: str) -> bool:
         """Show a view and focus its table; True when another view was shown before.
 
-        Switching views refreshes the new view; showing the view already shown
-        does not.
+        Switching views refreshes the new view once the frame that shows it is
+        drawn; showing the view already shown does not (the caller refreshes).
         """
         view = self._views[name]
         switched = name != self.shown
@@ -116,7 +116,9 @@ class MainScreen(ConsoleNode, Screen[None]):
             self._views[self.shown].display = False
             view.display = True
             self.shown = self._tabs.active = name
-            self.console.refresh_now(force=True)
+            # After the frame that shows the view: a quick read landing first
+            # would hold that frame back by its drawing.
+            self.call_after_refresh(self.console.refresh_now, force=True)
         table = view.query("KeyedTable")
         if table:
             table.first().focus()

@@ -16,7 +16,7 @@ from cairnq_tui.widgets.leases_view import LeasesView
 from cairnq_tui.widgets.queues_view import QueuesView
 from cairnq_tui.widgets.tasks_view import TasksView
 from cairnq_tui.widgets.view_tabs import ViewTabs
-from engine import SQLiteStore
+from engine import CairnQ, SQLiteStore
 
 SIZE = (160, 50)
 ROWS, KEYS = demo_rows()
@@ -304,6 +304,26 @@ async def test_command_palette_lists_views_and_actions(demo_db: Path) -> None:
         titles = [t for t, _, _ in ConsoleCommands(read_only.screen)._commands()]
         assert "Submit" not in titles and "Show the Keys view" in titles
     assert NOW
+
+
+async def test_a_switch_shows_the_view_then_refreshes_it_once_even_paused(demo_db: Path) -> None:
+    app = demo_app(demo_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("p")
+        await settle(pilot)
+        async with CairnQ.sqlite(str(demo_db)) as client:
+            await client.submit("arrived.while.paused", queue="late-queue")
+        queues = app.screen.query_one(QueuesView)
+        ticks = app.ticks
+        await pilot.press("2")
+        await settle(pilot)
+        assert queues.display and not tasks_view(app).display
+        assert app.screen.focused is queues.table
+        assert app.ticks == ticks + 1 and "late-queue" in shown(queues.table)
+        await pilot.press("2")  # the view shown already: refreshed again, once
+        await settle(pilot)
+        assert app.ticks == ticks + 2 and app.paused
 
 
 async def test_queue_option_limits_every_view(demo_db: Path) -> None:
