@@ -326,6 +326,22 @@ async def test_a_switch_shows_the_view_then_refreshes_it_once_even_paused(demo_d
         assert app.ticks == ticks + 2 and app.paused
 
 
+async def test_a_new_info_line_lays_nothing_out(demo_db: Path) -> None:
+    """The views' info lines are one line whatever they say: a new text repaints the
+    line without a layout of the whole screen (a selection changes only the line)."""
+    app = demo_app(demo_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        info = app.screen.query_one("#tasks-info", Static)
+        layouts: list[object] = []
+        app.screen.screen_layout_refresh_signal.subscribe(info, layouts.append)
+        await pilot.press("space")
+        await settle(pilot)
+        app.screen.screen_layout_refresh_signal.unsubscribe(info)
+        assert "1 selected" in str(info.render())
+        assert layouts == []
+
+
 async def test_queue_option_limits_every_view(demo_db: Path) -> None:
     app = demo_app(demo_db, queues=("emails", "billing"))
     async with app.run_test(size=SIZE) as pilot:
@@ -376,6 +392,10 @@ async def test_the_mouse_switches_views_and_opens_tasks(demo_db: Path) -> None:
             == (tabs.get_component_rich_style("view-tabs--bar-active").color)
         }
         assert underlined == set(range(start + 1, end - 1))  # under "Keys [4]" only
+        queues_at = tabs.span_of("queues")[0] + 2
+        await pilot.hover(ViewTabs, offset=(queues_at, 0))
+        drawn = tabs.render()
+        assert style_at(queues_at) == tabs.get_component_rich_style("view-tabs--hover")
         await pilot.click(ViewTabs, offset=(tabs.span_of("errors")[1] + 5, 0))  # past the names
         await settle(pilot)
         assert tabs.active == "keys" and keys.display
