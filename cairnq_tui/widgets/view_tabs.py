@@ -111,8 +111,11 @@ class ViewTabs(Widget, can_focus=False):
             text.append(f" {self.tabs[view]} ", style)
         text.append("\n")
         width = self.size.width
-        start, end = self.span_of(self.active)  # under the name, not its padding
-        start, end = min(start + 1, width), min(max(end - 1, start + 1), width)
+        start, end = self.span_of(self.active)
+        if end <= start:  # no such view: nothing underlined
+            text.append(BAR * width, bar)
+            return text
+        start, end = min(start + 1, width), min(end - 1, width)  # the name, not its padding
         before, after = BAR * start, BAR * (width - end)
         if before:
             before = before[:-1] + BAR_ENDS_LEFT_OF
