@@ -168,8 +168,6 @@ class GcWatch:
 
 async def measure(app: ConsoleApp, presses: int, watch: GcWatch | None = None) -> list[float]:
     """Switch views by key and time each press to the first composed frame showing it, in ms."""
-    from textual.widgets import TabbedContent
-
     pending: dict[str, Any] = {"view": None, "frame": None}
     display = app._display  # what every composed frame goes through, headless too
 
@@ -178,8 +176,7 @@ async def measure(app: ConsoleApp, presses: int, watch: GcWatch | None = None) -
         view = pending["view"]
         if renderable is None or view is None or pending["frame"] is not None:
             return
-        tabs = screen.query(TabbedContent)
-        if tabs and tabs.first().active == view:  # this frame is the first to show it
+        if getattr(screen, "shown", None) == view:  # this frame is the first to show it
             pending["frame"] = time.perf_counter()
 
     app._display = timed_display  # type: ignore[method-assign]

@@ -154,7 +154,7 @@ def shows_view(view: str) -> Check:
     def check(screen: Any) -> bool:
         if type(screen).__name__ != "MainScreen":
             return False
-        return bool(screen._tabs is not None and screen._tabs.active == view)
+        return bool(screen.shown == view)
 
     return check
 

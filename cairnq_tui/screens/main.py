@@ -4,6 +4,13 @@ The database views (tasks, queues, leases, keys) come first, then the views of
 this process (waits, and with ``--worker`` the hosted workers' quotas,
 resources, calls and errors). Each view is a widget with ``refresh_data()``; the
 app refreshes whichever tab is visible.
+
+The tabs are our own: a ``ViewTabs`` strip (one widget) over the views, which
+are children of the screen itself, only the shown one with ``display`` on.
+Textual's ``TabbedContent`` cost a view switch about twenty more widgets to
+restyle and draw, and an underline animated for 0.3 s after it (see
+``widgets/view_tabs.py``); a container around the views drew its whole area
+again on every switch although the view covers it.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from collections.abc import Callable
 
 from textual.app import ComposeResult
 from textual.screen import Screen
-from textual.widgets import Header, TabbedContent, TabPane
+from textual.widgets import Header
 
 from cairnq_tui.messages import StoreConnected
 from cairnq_tui.widgets.calls_view import CallsView
@@ -27,6 +34,7 @@ from cairnq_tui.widgets.resources_view import ResourcesView
 from cairnq_tui.widgets.status_bar import StatusBar
 from cairnq_tui.widgets.tasks_view import TasksView
 from cairnq_tui.widgets.view_bases import ConsoleNode, DataView
+from cairnq_tui.widgets.view_tabs import ViewTabs
 from cairnq_tui.widgets.waits_view import WaitsView
 
 VIEWS = {
@@ -44,31 +52,32 @@ VIEWS = {
 
 
 class MainScreen(ConsoleNode, Screen[None]):
-    """Tabs for every view; switching tabs refreshes the new one at once."""
+    """Tabs for every view; a switch shows the view at once and refreshes it right after."""
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
-        with TabbedContent(initial="tasks", id="views"):
-            for view_id, (title, view_class) in VIEWS.items():
-                with TabPane(f"{title} [{list(VIEWS).index(view_id) + 1}]", id=view_id):
-                    yield view_class(id=f"{view_id}-view")
+        yield self._tabs
+        yield from self._views.values()  # children of the screen: no container to draw
         yield StatusBar()
         yield KeyFooter()
 
     def __init__(self) -> None:
         super().__init__()
-        #: The tabs and the views by name, found once: a query walks the whole DOM,
-        #: and a view switch would otherwise run several.
-        self._tabs: TabbedContent | None = None
+        #: The name of the view shown.
+        self.shown = "tasks"
+        labels = {name: f"{title} [{n}]" for n, (name, (title, _)) in enumerate(VIEWS.items(), 1)}
+        self._tabs = ViewTabs(labels, active=self.shown, id="view-tabs")
+        #: The views by name, made once: a query walks the whole DOM.
         self._views: dict[str, DataView] = {}
+        for name, (_title, view_class) in VIEWS.items():
+            view = self._views[name] = view_class(id=f"{name}-view")
+            view.display = name == self.shown
         self._stop_listening: Callable[[], None] | None = None
 
     def on_mount(self) -> None:
         host = self.console.host
         if host:  # hosted workers push their state changes: the strip shows them at once
             self._stop_listening = host.on_change(lambda s: self.post_message(HostedChanged(s)))
-        self._tabs = self.query_one("#views", TabbedContent)
-        self._views = {name: self.query_one(f"#{name}-view", DataView) for name in VIEWS}
         console = self.console
         settings = console.settings
         bar = self.query_one(StatusBar)
@@ -92,30 +101,31 @@ class MainScreen(ConsoleNode, Screen[None]):
                 view.status_changed(message.status)
 
     def active_view(self) -> DataView | None:
-        """The visible view, or None while the screen is still being composed."""
-        if self._tabs is None:
-            return None
-        return self._views.get(self._tabs.active)
+        """The visible view, or None while the screen is not mounted."""
+        return self._views[self.shown] if self.is_mounted else None
 
     def show_view(self, name: str) -> bool:
         """Show a view and focus its table; True when another view was shown before.
 
-        Switching tabs refreshes the new view (``TabActivated``); showing the
-        view already shown does not.
+        Switching views refreshes the new view once the frame that shows it is
+        drawn; showing the view already shown does not (the caller refreshes).
         """
-        tabs = self._tabs or self.query_one("#views", TabbedContent)
-        switched = tabs.active != name
-        tabs.active = name
-        view = self.active_view()
-        if view is None:
-            return switched
+        view = self._views[name]
+        switched = name != self.shown
+        if switched:
+            self._views[self.shown].display = False
+            view.display = True
+            self.shown = self._tabs.active = name
+            # After the frame that shows the view: a quick read landing first
+            # would hold that frame back by its drawing.
+            self.call_after_refresh(self.console.refresh_now, force=True)
         table = view.query("KeyedTable")
         if table:
             table.first().focus()
         return switched
 
-    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        self.console.refresh_now(force=True)
+    def on_view_tabs_clicked(self, message: ViewTabs.Clicked) -> None:
+        self.console.action_show_view(message.view)
 
     def on_screen_resume(self) -> None:
         if self.console.connected:

@@ -132,7 +132,8 @@ class KeysView(OpensTaskRows, DataView):
         info = f"{len(rows)} key(s)" + (
             f" starting with {quoted(self.prefix)}" if self.prefix else ""
         )
-        self.query_one("#keys-info", Static).update(Text("  ·  ".join([info, *nav]), style="dim"))
+        info_line = Text("  ·  ".join([info, *nav]), style="dim")
+        self.query_one("#keys-info", Static).update(info_line, layout=False)
         self.draw_follow()
 
     # -- follow ------------------------------------------------------------------------------------

@@ -107,7 +107,7 @@ class LeasesView(OpensTaskRows, DataView):
             info += f" · {expired_total} lease(s) expired, awaiting recovery"
         if self.truncated:
             info += f" · showing the {LIMIT} soonest-expiring leases"
-        self.query_one("#leases-info", Static).update(Text(info, style="dim"))
+        self.query_one("#leases-info", Static).update(Text(info, style="dim"), layout=False)
 
     def highlighted(self) -> LeaseInfo | None:
         key = self.table.cursor_key

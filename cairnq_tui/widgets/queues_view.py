@@ -138,7 +138,7 @@ class QueuesView(DataView):
             f"{len(rows)} queue(s) · counts capped at {QUEUE_COUNT_CAP:,}, "
             f"read every {self.console.settings.slow_every} refreshes"
         )
-        self.query_one("#queues-info", Static).update(Text(info, style="dim"))
+        self.query_one("#queues-info", Static).update(Text(info, style="dim"), layout=False)
 
     def on_keyed_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
         event.stop()

@@ -431,7 +431,9 @@ class TasksView(TaskOps, OpensTaskRows, DataView):
             nav.append("] next keys" if page.order == "key" else "] older")
         if nav:
             parts.append(" · ".join(nav))
-        self.query_one("#tasks-info", Static).update(Text("  ·  ".join(parts), style="dim"))
+        self.query_one("#tasks-info", Static).update(
+            Text("  ·  ".join(parts), style="dim"), layout=False
+        )
 
     # -- actions ------------------------------------------------------------------------
 

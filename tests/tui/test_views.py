@@ -15,7 +15,8 @@ from cairnq_tui.widgets.keys_view import KeysView
 from cairnq_tui.widgets.leases_view import LeasesView
 from cairnq_tui.widgets.queues_view import QueuesView
 from cairnq_tui.widgets.tasks_view import TasksView
-from engine import SQLiteStore
+from cairnq_tui.widgets.view_tabs import ViewTabs
+from engine import CairnQ, SQLiteStore
 
 SIZE = (160, 50)
 ROWS, KEYS = demo_rows()
@@ -305,6 +306,42 @@ async def test_command_palette_lists_views_and_actions(demo_db: Path) -> None:
     assert NOW
 
 
+async def test_a_switch_shows_the_view_then_refreshes_it_once_even_paused(demo_db: Path) -> None:
+    app = demo_app(demo_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("p")
+        await settle(pilot)
+        async with CairnQ.sqlite(str(demo_db)) as client:
+            await client.submit("arrived.while.paused", queue="late-queue")
+        queues = app.screen.query_one(QueuesView)
+        ticks = app.ticks
+        await pilot.press("2")
+        await settle(pilot)
+        assert queues.display and not tasks_view(app).display
+        assert app.screen.focused is queues.table
+        assert app.ticks == ticks + 1 and "late-queue" in shown(queues.table)
+        await pilot.press("2")  # the view shown already: refreshed again, once
+        await settle(pilot)
+        assert app.ticks == ticks + 2 and app.paused
+
+
+async def test_a_new_info_line_lays_nothing_out(demo_db: Path) -> None:
+    """The views' info lines are one line whatever they say: a new text repaints the
+    line without a layout of the whole screen (a selection changes only the line)."""
+    app = demo_app(demo_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        info = app.screen.query_one("#tasks-info", Static)
+        layouts: list[object] = []
+        app.screen.screen_layout_refresh_signal.subscribe(info, layouts.append)
+        await pilot.press("space")
+        await settle(pilot)
+        app.screen.screen_layout_refresh_signal.unsubscribe(info)
+        assert "1 selected" in str(info.render())
+        assert layouts == []
+
+
 async def test_queue_option_limits_every_view(demo_db: Path) -> None:
     app = demo_app(demo_db, queues=("emails", "billing"))
     async with app.run_test(size=SIZE) as pilot:
@@ -319,17 +356,54 @@ async def test_queue_option_limits_every_view(demo_db: Path) -> None:
         assert shown(app.screen.query_one(LeasesView).table) == ["worker:worker_A", by_index(2)]
 
 
+async def click_tab(pilot: Any, view: str) -> None:
+    """Click the middle of ``view``'s name in the tab strip."""
+    start, end = pilot.app.screen.query_one(ViewTabs).span_of(view)
+    assert end > start, f"no tab for {view!r}"
+    await pilot.click(ViewTabs, offset=((start + end) // 2, 0))
+
+
 async def test_the_mouse_switches_views_and_opens_tasks(demo_db: Path) -> None:
     app = demo_app(demo_db)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await pilot.click("#--content-tab-keys")
+        tabs = app.screen.query_one(ViewTabs)
+        await click_tab(pilot, "keys")
         await settle(pilot)
         keys = app.screen.query_one(KeysView)
         assert keys.display and keys.table.row_count == len(KEYS)
-        await pilot.click("#--content-tab-tasks")
+        assert not tasks_view(app).display
+        # The clicked name is the one highlighted, and the keys go to its table.
+        assert tabs.active == "keys" and app.screen.focused is keys.table
+        drawn = tabs.render()
+        names, bar = drawn.plain.split("\n")
+        start, end = tabs.span_of("keys")
+        assert names[start:end] == " Keys [4] "
+
+        def style_at(x: int) -> Any:
+            return [span.style for span in drawn.spans if span.start <= x < span.end][-1]
+
+        assert style_at(start + 1) == tabs.get_component_rich_style("view-tabs--active")
+        assert style_at(0) == tabs.get_component_rich_style("view-tabs--tab")
+        underlined = {
+            x
+            for x in range(len(bar))
+            if style_at(len(names) + 1 + x).color
+            == (tabs.get_component_rich_style("view-tabs--bar-active").color)
+        }
+        assert underlined == set(range(start + 1, end - 1))  # under "Keys [4]" only
+        queues_at = tabs.span_of("queues")[0] + 2
+        await pilot.hover(ViewTabs, offset=(queues_at, 0))
+        drawn = tabs.render()
+        assert style_at(queues_at) == tabs.get_component_rich_style("view-tabs--hover")
+        await pilot.click(ViewTabs, offset=(tabs.span_of("errors")[1] + 5, 0))  # past the names
         await settle(pilot)
+        assert tabs.active == "keys" and keys.display
+        await click_tab(pilot, "tasks")
+        await settle(pilot)
+        assert tabs.active == "tasks" and not keys.display
         table = tasks_view(app).table
+        assert app.screen.focused is table
         await pilot.click(table, offset=(8, 2))  # the second row (row 0 is the header)
         await pilot.click(table, offset=(8, 2))
         await settle(pilot)
