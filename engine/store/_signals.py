@@ -190,12 +190,15 @@ class Signals:
         """
         with self._lock:
             if kind == "queued":
-                waiters = [w for group in self._queue_waiters.values() for w in group]
                 self._pending_queued.update(self._claimed_queues)
-            else:
-                waiters = [w for group in self._done_waiters.values() for w in group]
+            waiters = self._waiters_of(kind)
         for waiter in waiters:
             waiter.set()
+
+    def _waiters_of(self, *kinds: SignalKind) -> list[Wake]:
+        """Every armed wake of ``kinds`` (under ``_lock``)."""
+        tables = {"queued": self._queue_waiters, "done": self._done_waiters}
+        return [w for kind in kinds for group in tables[kind].values() for w in group]
 
     def add_own_writer(self, backend_pid: int, open_now: Callable[[], bool]) -> None:
         """A connection of this process whose committed writes the hub hears in-process.
@@ -247,12 +250,7 @@ class Signals:
     def release_all(self) -> None:
         """Wake every waiter (a dropped listener, a closing store)."""
         with self._lock:
-            everyone = [
-                w
-                for group in (self._queue_waiters, self._done_waiters)
-                for waiters in group.values()
-                for w in waiters
-            ]
+            everyone = self._waiters_of("queued", "done")
         for waiter in everyone:
             waiter.set()
 
