@@ -4,6 +4,7 @@ Postgres), the audit trail of writes, and the console keeping it (or not)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 from collections.abc import AsyncIterator
@@ -188,6 +189,9 @@ async def test_audited_client_records_every_write(sqlite_path: Path, tmp_path: P
         await client.cancel_by_key("k-1")
         await client.retry_by_key("k-1")
         await client.cancel(b.id)
+        # A purge takes what finished strictly before now (§4.10): not a cancel
+        # of the same millisecond.
+        await asyncio.sleep(0.005)
         purged = await client.purge(status="canceled")
         assert purged == [b.id]
         entries = list(reversed(history.audit_entries()))
