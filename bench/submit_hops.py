@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python bench/submit_hops.py [--n 2000]
+    python bench/submit_hops.py [--n 2000] [--gather 64]
 
 Bench-only tracing, nothing in the engine changes: the writer thread's job
 queue, the batch runner and the answer callback are wrapped to take
@@ -22,6 +22,14 @@ default) it prints the p50 of each step:
 
 Beside them, the floor: the same ``insert_task`` on raw sqlite3 in the calling
 thread, one COMMIT per op (``store_bench.py``'s floor), in turns with the engine.
+
+``--gather 64`` times gathers of 64 concurrent submits instead (store_bench's
+"64 concurrent submits" row): the steps are then per gather, one batch and
+one COMMIT each; "call -> posted" is the loop's Python for all 64 submits up
+to the batch's hand-off, "statement + COMMIT" the 64 inserts and their
+COMMIT on the writer thread, "answer -> caller back" the 64 answers resolved
+and the submits' Python after them. Its floor is ``store_bench.py``'s: 64
+inserts in one ``BEGIN IMMEDIATE`` .. ``COMMIT``.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from store_bench import floor_sequential_submit
+from store_bench import floor_concurrent_submit, floor_sequential_submit
 
 from engine import CairnQ, SQLiteStore
 from engine.store import _sqlite_group, _sqlite_sync, _sqlite_thread
@@ -88,12 +96,17 @@ def _trace() -> None:
     _sqlite_group._settle = traced_settle
 
 
-async def engine_steps(client: CairnQ, n: int) -> tuple[list[tuple[int, ...]], float]:
+async def engine_steps(client: CairnQ, n: int, gather: int) -> tuple[list[tuple[int, ...]], float]:
+    """Per op (a gather of ``gather`` submits when above 1): its steps in ns; the rate."""
     rows: list[tuple[int, ...]] = []
     started = time.perf_counter()
-    for i in range(n):
+    for first in range(0, n, gather):
         begun = time.perf_counter_ns()
-        await client.submit("bench", {"i": i})
+        if gather == 1:
+            await client.submit("bench", {"i": first})
+        else:
+            count = min(gather, n - first)
+            await asyncio.gather(*(client.submit("bench", {"i": first + j}) for j in range(count)))
         back = time.perf_counter_ns()
         s = _stamps
         rows.append(
@@ -113,6 +126,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--gather", type=int, default=1, help="submits per gather (1: sequential)")
     args = parser.parse_args()
     _trace()
     folder = tempfile.mkdtemp(prefix="submit_hops_")
@@ -129,14 +143,19 @@ async def main() -> None:
         for _ in range(100):
             await client.submit("warm", {})
         for _ in range(args.rounds):
-            got, rate = await engine_steps(client, args.n)
+            got, rate = await engine_steps(client, args.n, args.gather)
             rows += got
             rates.append(rate)
-            floors.append(floor_sequential_submit(raw, args.n))
+            if args.gather == 1:
+                floors.append(floor_sequential_submit(raw, args.n))
+            else:
+                floors.append(floor_concurrent_submit(raw, args.n))
     raw.close()
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"sequential submit, SQLite synchronous=FULL, {args.rounds} x {args.n}, load {load}")
-    print(f"{'step':26} {'p50 µs':>8} {'mean µs':>8}")
+    shape = "sequential submit" if args.gather == 1 else f"gathers of {args.gather} submits"
+    print(f"{shape}, SQLite synchronous=FULL, {args.rounds} x {args.n}, load {load}")
+    each = "" if args.gather == 1 else " (per gather)"
+    print(f"{'step' + each:26} {'p50 µs':>8} {'mean µs':>8}")
     for k, step in enumerate(STEPS):
         p50 = statistics.median(r[k] for r in rows) / 1000
         print(f"{step:26} {p50:8.1f} {statistics.fmean(r[k] for r in rows) / 1000:8.1f}")
@@ -144,8 +163,8 @@ async def main() -> None:
     print(f"{'total':26} {p50:8.1f} {statistics.fmean(sum(r) for r in rows) / 1000:8.1f}")
     rate, floor = statistics.median(rates), statistics.median(floors)
     print(
-        f"engine {rate:,.0f}/s ({1e6 / rate:.0f} µs), floor {floor:,.0f}/s ({1e6 / floor:.0f} µs): "
-        f"{rate / floor:.0%} of floor"
+        f"engine {rate:,.0f}/s ({1e6 / rate:.1f} µs a submit), floor {floor:,.0f}/s "
+        f"({1e6 / floor:.1f} µs): {rate / floor:.0%} of floor"
     )
 
 
