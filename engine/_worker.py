@@ -42,6 +42,7 @@ from engine._worker_snapshot import (
     WorkerSnapshot,
 )
 from engine._worker_threads import HandlerThreads
+from engine.store._signals import Claimer
 
 if TYPE_CHECKING:
     from engine.store._base import TaskStore
@@ -194,6 +195,9 @@ class Worker(ClaimLoop):
         self._idling = False
         self._last_dry = False
         self._trust_signals = True
+        # What this worker's claims have looked at: a "queued" signal since its
+        # last claim began fires its next claim wake, whoever else it woke.
+        self._claimer = Claimer()
 
     # -- construction with an owned store -------------------------------------------
 

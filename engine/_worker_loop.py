@@ -28,6 +28,7 @@ from engine._worker_snapshot import WorkerState
 
 if TYPE_CHECKING:
     from engine.store._base import Draw, OwnedSettle
+    from engine.store._signals import Claimer
     from engine.store.postgres import PostgresStore
     from engine.store.sqlite import SQLiteStore
 
@@ -70,6 +71,7 @@ class ClaimLoop(CallRunner):
     #: echo of this process's own commit) thus cost one empty transaction,
     #: then probes again until a signal proves right.
     _trust_signals: bool
+    _claimer: Claimer
 
     @property
     def _limit(self) -> int:
@@ -160,7 +162,9 @@ class ClaimLoop(CallRunner):
     async def _idle(self) -> None:
         """Sleep ``poll_interval_ms``, ended early by a claimable-task signal or a wakeup."""
         assert self._wakeup is not None
-        sleeper = asyncio.ensure_future(self._store.claim_wake(self._queues, self._poll_ms))
+        sleeper = asyncio.ensure_future(
+            self._store.claim_wake(self._queues, self._poll_ms, claimer=self._claimer)
+        )
         waker = asyncio.ensure_future(self._wakeup.wait())
         self._idling = True
         try:
@@ -200,6 +204,7 @@ class ClaimLoop(CallRunner):
                 plan=plan,
                 signalled=heard and self._trust_signals,
                 single_draw=len(self._sources) == 1,
+                claimer=self._claimer,
             )
         finally:
             self._claiming = False
@@ -311,6 +316,7 @@ class ClaimLoop(CallRunner):
                 plan=plan,
                 single_draw=len(self._sources) == 1,
                 settles=settles,
+                claimer=self._claimer,
             )
         finally:
             self._claiming = False

@@ -20,6 +20,7 @@ from engine._models import (
 )
 from engine.store._owned_writes import OwnedWriteStore
 from engine.store._rows import encode_error, undecodable, undecodable_error
+from engine.store._signals import Claimer
 
 T = TypeVar("T")
 
@@ -174,6 +175,7 @@ class ClaimStore(OwnedWriteStore):
         plan: Plan[T],
         signalled: bool = False,
         single_draw: bool = False,
+        claimer: Claimer | None = None,
     ) -> T | None:
         """Probe, then one transaction: recover expired leases, run ``plan(draw)``.
 
@@ -191,11 +193,14 @@ class ClaimStore(OwnedWriteStore):
         transaction; a second draw raises ``RuntimeError``, and a draw that
         set undecodable rows aside is not topped up).
 
+        ``claimer``: who looks (``Claimer``): signals before this call are seen
+        by its next ``claim_wake``; a worker passes its own to both.
+
         Returns the plan's value, or None when the probe found nothing to do (the
         plan is then not called and no transaction is opened).
         """
         args = self._check_claim(queues, worker_id, lease_ms, names)
-        self.signals.claiming(args.queues)
+        self.signals.claiming(args.queues, claimer)
         if args.names == []:
             return None
         one_trip = single_draw and self.capabilities.single_draw_commits
@@ -294,6 +299,7 @@ class ClaimStore(OwnedWriteStore):
         plan: Plan[T],
         single_draw: bool = False,
         settles: Sequence[OwnedSettle] = (),
+        claimer: Claimer | None = None,
     ) -> CompletingClaim[T]:
         """``complete_many(complete_ids)``, ``settles`` and a claim session, sharing one COMMIT.
 
@@ -321,6 +327,8 @@ class ClaimStore(OwnedWriteStore):
         its COMMIT then travels with that draw's statement (one round trip for
         the whole transaction; a second draw raises ``RuntimeError``).
 
+        ``claimer``: as for ``claim_session``.
+
         Failure isolation: if the shared transaction fails for any reason but
         the loss of the connection, nothing of it lands and the completions are
         written alone; the claim's error is returned in ``claim_error`` (a
@@ -345,7 +353,7 @@ class ClaimStore(OwnedWriteStore):
         ids = _rules.text_list(complete_ids, "complete_ids", refuses_nul=self.text_refuses_nul)
         args = self._check_claim(queues, worker_id, lease_ms, names)
         self._check_writable("claim_session_completing")
-        self.signals.claiming(args.queues)
+        self.signals.claiming(args.queues, claimer)
         commit_with_draw = single_draw and self.capabilities.single_draw_commits
         screened, set_aside = screen_plan(plan, top_up=not commit_with_draw)
         owned = list(settles)

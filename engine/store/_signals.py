@@ -97,6 +97,24 @@ class Wake:
             closer()
 
 
+class Claimer:
+    """One claimer's place in the "queued" signals: what its last look already covered.
+
+    A worker keeps one and hands it to its claims and its claim wakes: a
+    signal that came after its last claim began fires its next wake at once,
+    whoever else that signal woke or whoever armed first. (One mark per queue,
+    taken by the first claimer to arm, left a second busy worker of the
+    process asleep for its whole poll interval with a task waiting.) Callers
+    that pass none share the hub's own.
+    """
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        #: Per queue, the hub's count of "queued" signals when this claimer last looked.
+        self.seen: dict[str, int] = {}
+
+
 def _expire(future: asyncio.Future[bool]) -> None:
     if not future.done():
         future.set_result(False)
@@ -131,10 +149,11 @@ class Signals:
         self._lock = threading.Lock()
         self._queue_waiters: dict[str, set[Wake]] = defaultdict(set)
         self._done_waiters: dict[str, set[Wake]] = defaultdict(set)
-        # Queues someone claims from: a "queued" signal that arrives between two
-        # polls is remembered so the next claim_wake returns at once.
-        self._pending_queued: set[str] = set()
+        # Queues someone claims from, each with its count of "queued" signals: a
+        # claimer whose last look came before the latest one wakes at once.
+        self._queued_count: dict[str, int] = {}
         self._claimed_queues: set[str] = set()
+        self._anyone = Claimer()
         self._subscribers: list[Callable[[WatchSignal], None]] = []
         # Backend pids of this process's connections to the database (Postgres),
         # each with a test of whether that connection is still open.
@@ -190,7 +209,8 @@ class Signals:
         """
         with self._lock:
             if kind == "queued":
-                self._pending_queued.update(self._claimed_queues)
+                for queue in self._claimed_queues:
+                    self._count_queued(queue)
             waiters = self._waiters_of(kind)
         for waiter in waiters:
             waiter.set()
@@ -233,11 +253,15 @@ class Signals:
         """A task became claimable on ``queue`` (insert, requeue, retry)."""
         with self._lock:
             waiters = list(self._queue_waiters.get(queue, ()))
-            if not waiters and queue in self._claimed_queues:
-                self._pending_queued.add(queue)
+            if queue in self._claimed_queues:
+                self._count_queued(queue)
         for waiter in waiters:
             waiter.set()
         self._publish(WatchSignal("queued", queue=queue))
+
+    def _count_queued(self, queue: str) -> None:
+        """One more "queued" signal on ``queue`` (under ``_lock``)."""
+        self._queued_count[queue] = self._queued_count.get(queue, 0) + 1
 
     def done(self, task_id: str, task: Task | None = None) -> None:
         """Task ``task_id`` entered a terminal status; ``task``: the row as committed, if known."""
@@ -272,41 +296,45 @@ class Signals:
             with contextlib.suppress(Exception):
                 consumer(signal)
 
-    def claiming(self, queues: Iterable[str]) -> None:
-        """Someone in this process claims from ``queues``: buffer their signals from now on.
+    def claiming(self, queues: Iterable[str], claimer: Claimer | None = None) -> None:
+        """``claimer`` (None: the hub's own) looks at ``queues`` now: their signals so far are seen.
 
-        Called at the start of every claim, so a signal that arrives after a
-        first claim's look and before its claimer arms a wake is remembered
-        (the protocol registers the queues at the first claim).
+        Called at the start of every claim, before its look: a signal that
+        arrives after it, before the claimer arms its next wake, fires that
+        wake at once (the protocol registers the queues at the first claim).
         """
         self._want("queued")
-        names = [q for q in queues if q not in self._claimed_queues]
-        if names:
-            with self._lock:
-                self._claimed_queues.update(names)
+        seen = (claimer or self._anyone).seen
+        with self._lock:
+            for q in queues:
+                self._claimed_queues.add(q)
+                seen[q] = self._queued_count.get(q, 0)
 
-    def arm_claim(self, queues: Iterable[str]) -> Wake:
+    def arm_claim(self, queues: Iterable[str], claimer: Claimer | None = None) -> Wake:
         """A wake fired when a task becomes claimable on one of ``queues``.
 
-        Fired at once when such a signal came since the last claim sleep on
-        these queues ended (remembered for the queues someone claims from).
+        Fired at once when such a signal came since ``claimer`` (None: the
+        hub's own) last looked at these queues or armed for them.
         """
         names = list(queues)
+        seen = (claimer or self._anyone).seen
         wake = Wake()
         self._want("queued")
         with self._lock:
-            self._claimed_queues.update(names)
-            if any(q in self._pending_queued for q in names):
-                self._pending_queued.difference_update(names)
-                wake._fire()
+            missed = False
             for q in names:
+                self._claimed_queues.add(q)
+                count = self._queued_count.get(q, 0)
+                missed = missed or seen.get(q, 0) != count
+                seen[q] = count
                 self._queue_waiters[q].add(wake)
+            if missed:
+                wake._fire()
 
         def leave() -> None:
             with self._lock:
                 for q in names:
                     _leave(self._queue_waiters, q, wake)
-                self._pending_queued.difference_update(names)
 
         wake.on_close(leave)
         return wake

@@ -21,7 +21,7 @@ from engine._models import (
 )
 from engine._sql import Dialect, statement
 from engine.store._rows import ROW_COLUMNS, task_from_values
-from engine.store._signals import Signals, Wake, WatchSignal
+from engine.store._signals import Claimer, Signals, Wake, WatchSignal
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,22 +110,29 @@ class StoreCore(abc.ABC):
 
     # -- wakeups -------------------------------------------------------------------
 
-    def arm_claim_wake(self, queues: Sequence[str]) -> Wake:
+    def arm_claim_wake(self, queues: Sequence[str], claimer: Claimer | None = None) -> Wake:
         """Arm, synchronously, a wake for a task that may be claimable on ``queues``.
 
         Arm it before looking at the database: a write after the look then
         fires it. ``close()`` it when done. A dialect adds its own sources
-        (another process's commits) to the same wake.
+        (another process's commits) to the same wake. ``claimer``: whose last
+        look a signal is measured against (``Claimer``; a worker passes its
+        own, as to its claims).
         """
-        return self.signals.arm_claim(queues)
+        return self.signals.arm_claim(queues, claimer)
 
     def arm_task_done_wake(self, task_id: str) -> Wake:
         """Arm, synchronously, a wake for ``task_id`` going terminal (see ``arm_claim_wake``)."""
         return self.signals.arm_done(task_id)
 
-    async def claim_wake(self, queues: Sequence[str], timeout_ms: float) -> bool:
-        """Sleep until a task may be claimable on ``queues`` or the timeout passes."""
-        wake = self.arm_claim_wake(queues)
+    async def claim_wake(
+        self, queues: Sequence[str], timeout_ms: float, *, claimer: Claimer | None = None
+    ) -> bool:
+        """Sleep until a task may be claimable on ``queues`` or the timeout passes.
+
+        ``claimer``: as for ``arm_claim_wake``.
+        """
+        wake = self.arm_claim_wake(queues, claimer)
         try:
             return await wake.woken(timeout_ms)
         finally:

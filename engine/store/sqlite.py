@@ -67,7 +67,7 @@ from engine.store._base import (
     StoreCapabilities,
 )
 from engine.store._faults import locked, sqlite_fault
-from engine.store._signals import Wake
+from engine.store._signals import Claimer, Wake
 from engine.store._sqlite_commits import CommitWatch
 from engine.store._sqlite_inspect_lanes import InspectLanes
 from engine.store._sqlite_operations import (
@@ -421,13 +421,13 @@ class SQLiteStore(SQLiteOperations):
 
     # -- wakeups ----------------------------------------------------------------------------
 
-    def arm_claim_wake(self, queues: Sequence[str]) -> Wake:
+    def arm_claim_wake(self, queues: Sequence[str], claimer: Claimer | None = None) -> Wake:
         """A wake for a task that may be claimable on ``queues`` (see the base class).
 
         Fired by a submit in this process, or by another process's commit
         (``_sqlite_commits``: a file-change notification, else a ~15 ms poll).
         """
-        return self._with_commits(self.signals.arm_claim(queues))
+        return self._with_commits(self.signals.arm_claim(queues, claimer))
 
     def arm_task_done_wake(self, task_id: str) -> Wake:
         """A wake for ``task_id`` going terminal; fired as ``arm_claim_wake``'s is."""

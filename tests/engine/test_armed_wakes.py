@@ -22,7 +22,7 @@ from test_sqlite_commit_wake import Child  # another process, writing when told
 
 from engine import PostgresStore, SQLiteStore, TaskStore
 from engine.store import _sqlite_commits
-from engine.store._signals import Signals
+from engine.store._signals import Claimer, Signals
 
 #: Long enough that only a missed wake reaches it.
 WAKE_TIMEOUT_MS = 30_000
@@ -245,3 +245,35 @@ async def test_a_signal_between_arming_and_waiting_is_kept() -> None:
     claim.close()
     # Closed wakes are gone from the hub: a later signal finds no one.
     assert not signals._done_waiters and not signals._queue_waiters
+
+
+async def test_a_claimer_wakes_for_every_signal_since_its_own_last_look() -> None:
+    signals = Signals()
+    first, second = Claimer(), Claimer()
+    signals.claiming(["q"], first)
+    signals.claiming(["q"], second)
+    waiting = signals.arm_claim(["q"], first)
+    # Wakes the claimer that waits; the other is between its look and its arm.
+    signals.queued("q")
+    assert await waiting.woken(WAKE_TIMEOUT_MS) is True
+    waiting.close()
+    later = signals.arm_claim(["q"], second)
+    assert await later.woken(WAKE_TIMEOUT_MS) is True
+    later.close()
+    # Each has armed since, so neither fires for it again, and a claimer
+    # whose look began after a signal has seen it.
+    signals.queued("q")
+    signals.claiming(["q"], first)
+    again = [signals.arm_claim(["q"], c) for c in (first, second)]
+    await asyncio.sleep(0)
+    assert [w.fired for w in again] == [False, True]
+    for w in again:
+        w.close()
+    # Callers that name no claimer share the hub's: the first to arm takes it.
+    signals.claiming(["q"])
+    signals.queued("q")
+    shared = [signals.arm_claim(["q"]) for _ in range(2)]
+    await asyncio.sleep(0)
+    assert [w.fired for w in shared] == [True, False]
+    for w in shared:
+        w.close()

@@ -10,10 +10,12 @@ cost the next task its wake.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
 from engine import CairnQ, TaskStore, Worker
+from engine.store._signals import Claimer
 
 #: Far above any test's length: only signals and pokes make the loop poll.
 NO_IDLE_POLL_MS = 600_000
@@ -133,3 +135,68 @@ async def test_a_signal_after_the_first_claim_waits_for_the_claimer(store: TaskS
     assert await store.claim(queues=[queue], worker_id="w") == []
     await store.submit(name="n", queue=queue)
     assert await store.claim_wake([queue], 20_000) is True
+
+
+async def test_a_signal_that_woke_one_worker_still_wakes_another_that_was_claiming(
+    store: TaskStore,
+) -> None:
+    # Two workers of one process share a queue, each with names of its own.
+    # Worker A sleeps, armed; worker B's claim has looked and found nothing
+    # when a task for B arrives: its signal wakes A (who cannot run it), and B
+    # arms only after. B must still wake for it. (Before, a signal was kept
+    # for later only when nobody waited, and then for the first claimer to
+    # arm: B slept through its whole poll interval with its task queued.)
+    client, queue = CairnQ(store), own_queue()
+    a = Worker(store, [queue], concurrency=1, poll_interval_ms=NO_IDLE_POLL_MS)
+    b = Worker(store, [queue], concurrency=1, poll_interval_ms=NO_IDLE_POLL_MS)
+
+    async def echo(ctx: Any, payload: Any) -> Any:
+        return payload
+
+    a.register("for_a", echo)
+    b.register("for_b", echo)
+    claim_session = store.claim_session
+    submitted: list[str] = []
+
+    async def then_submit(**kwargs: Any) -> Any:
+        out = await claim_session(**kwargs)
+        if kwargs["worker_id"] == b.worker_id and not submitted:
+            # B's look is over; its loop has not armed its wake yet.
+            submitted.append((await client.submit("for_b", "b", queue=queue)).id)
+        return out
+
+    async with a.background():
+        # A's first poll found nothing: it sleeps, armed, from here on.
+        assert await client.call("for_a", "a", queue=queue, timeout_ms=20_000) == "a"
+        store.claim_session = then_submit  # type: ignore[method-assign]
+        try:
+            async with b.background():
+                while not submitted:
+                    await asyncio.sleep(0.005)
+                done = await client.wait(submitted[0], timeout_ms=20_000)
+        finally:
+            del store.claim_session
+    assert done.status == "succeeded" and done.result == "b"
+
+
+async def test_every_claimer_that_had_not_looked_since_a_signal_wakes_for_it(
+    store: TaskStore,
+) -> None:
+    # A worker hands its Claimer to its claims and its claim wakes: a signal
+    # after a claimer's last look fires that claimer's next wake, however
+    # many other claimers it woke or fired first, and only once.
+    queue = own_queue()
+    first, second = Claimer(), Claimer()
+
+    async def one(draw: Any) -> Any:
+        return await draw(None, 1)
+
+    for claimer in (first, second):
+        await store.claim_session(
+            queues=[queue], worker_id="w", names=None, plan=one, claimer=claimer
+        )
+    await store.submit(name="n", queue=queue)
+    for claimer in (first, second):
+        assert await store.claim_wake([queue], 20_000, claimer=claimer) is True
+    # Each has armed since: the same signal does not fire a wake again.
+    assert await store.claim_wake([queue], 50, claimer=first) is False
