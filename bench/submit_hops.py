@@ -72,17 +72,17 @@ def _trace() -> None:
     settle = _sqlite_group._settle
 
     def traced_run_batch(raw: sqlite3.Connection, items: Any) -> Any:
-        _stamps["statement"] = time.perf_counter_ns()
+        _stamps.setdefault("statement", time.perf_counter_ns())
         try:
             return run_batch(raw, items)
         finally:
             _stamps["committed"] = time.perf_counter_ns()
 
     def traced_post(self: _sqlite_thread.WriterThread, job: Callable[[], None]) -> None:
-        _stamps["posted"] = time.perf_counter_ns()
+        _stamps.setdefault("posted", time.perf_counter_ns())
 
         def stamped() -> None:
-            _stamps["thread"] = time.perf_counter_ns()
+            _stamps.setdefault("thread", time.perf_counter_ns())
             job()
 
         post(self, stamped)
@@ -101,6 +101,7 @@ async def engine_steps(client: CairnQ, n: int, gather: int) -> tuple[list[tuple[
     rows: list[tuple[int, ...]] = []
     started = time.perf_counter()
     for first in range(0, n, gather):
+        _stamps.clear()  # an op's first hand-off and statement, its last COMMIT and answer
         begun = time.perf_counter_ns()
         if gather == 1:
             await client.submit("bench", {"i": first})
