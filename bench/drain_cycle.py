@@ -8,22 +8,24 @@ A worker at concurrency 8 (or with a batch handler) drains no-op tasks in
 *cycles*: one completing claim settles the calls that finished and claims
 their replacements in one transaction (``claim_session_completing``), then
 the worker starts the new calls, their handlers run, and their settlements
-ride the next cycle. Bench-only tracing, nothing in the engine changes: the
-store's ``claim_session_completing``, the writer's ``commit_session`` and the
-COMMIT itself (``_sqlite_sync.commit``, on the writer thread) are wrapped to
-take ``time.perf_counter_ns()`` stamps. Per cycle it prints the p50 and mean
-of each step:
+ride the next cycle. A worker with one source draws once per cycle, so its
+whole transaction is one job for the writer thread (``_sqlite_claims``).
+Bench-only tracing, nothing in the engine changes: the store's
+``claim_session_completing``, the writer's ``run``, the job itself
+(``settle_and_claim``) and its COMMIT (``_sqlite_sync.commit``) are wrapped
+to take ``time.perf_counter_ns()`` stamps. Per cycle it prints the p50 and
+mean of each step:
 
-- statements + plan (inline): the cycle's start -> its COMMIT handed to the
-  writer thread (``BEGIN IMMEDIATE``, ``complete_many``, lease recovery, the
-  plan and its draw, the rows decoded; on the event loop, as the floor runs
-  them in its one thread);
-- COMMIT posted -> thread runs it: the hop there (the loop finishing its turn
+- claim starts -> job posted: the loop's Python up to the draw (the
+  arguments checked, the plan, the statements' parameters);
+- job posted -> thread runs it: the hop there (the loop finishing its turn
   and letting go of the GIL, the thread woken from its queue);
+- statements (writer thread): ``BEGIN IMMEDIATE``, ``complete_many``, lease
+  recovery, the claim, as the floor runs them;
 - COMMIT (fsync): what the floor also pays;
 - COMMIT -> loop resumes: the hop back (the connection released, the answer
   posted, the loop woken from its selector, the awaiting frames resumed);
-- resumed -> claim returns: the settled rows and recovered leases decoded;
+- resumed -> claim returns: the claimed, settled and recovered rows decoded;
 - claim returns -> next cycle: the worker's Python between two cycles (the
   freed calls released, the claimed ones dispatched as asyncio tasks, the
   handlers run, their settlements queued, the next plan).
@@ -53,11 +55,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from worker_bench import LEASE_EXPIRED_JSON, Target, _sqlite, prefill
 
 import engine
-from engine.store import _sqlite_sync, _sqlite_writer
+from engine.store import _sqlite_claims, _sqlite_sync, _sqlite_writer
 
 STEPS = (
-    "statements + plan (inline)",
-    "COMMIT posted -> thread runs it",
+    "claim starts -> job posted",
+    "job posted -> thread runs it",
+    "statements (writer thread)",
     "COMMIT (fsync)",
     "COMMIT -> loop resumes",
     "resumed -> claim returns",
@@ -71,22 +74,27 @@ _cycles_open = [False]
 
 
 def _trace(store: Any) -> None:
-    """Wrap one store's cycle and its writer's COMMIT to stamp each step."""
+    """Wrap one store's cycle, its writer's jobs and their COMMIT to stamp each step."""
     commit = _sqlite_sync.commit
-    commit_session = _sqlite_writer.SQLiteWriter.commit_session
+    job = _sqlite_claims.settle_and_claim
+    run = _sqlite_writer.SQLiteWriter.run
     completing = store.claim_session_completing
 
     def traced_commit(raw: sqlite3.Connection) -> None:
-        _stamps["thread"] = time.perf_counter_ns()
+        _stamps["commit"] = time.perf_counter_ns()
         try:
             commit(raw)
         finally:
             _stamps["committed"] = time.perf_counter_ns()
 
-    async def traced_commit_session(self: _sqlite_writer.SQLiteWriter) -> None:
+    def traced_job(*args: Any) -> Any:
+        _stamps["thread"] = time.perf_counter_ns()
+        return job(*args)
+
+    async def traced_run(self: _sqlite_writer.SQLiteWriter, fn: Any, *args: Any, **kw: Any) -> Any:
         _stamps["posted"] = time.perf_counter_ns()
         try:
-            await commit_session(self)
+            return await run(self, fn, *args, **kw)
         finally:
             _stamps["resumed"] = time.perf_counter_ns()
 
@@ -97,12 +105,14 @@ def _trace(store: Any) -> None:
         out = await completing(*args, **kwargs)
         s = _stamps
         s["returned"] = time.perf_counter_ns()
-        if previous is not None and _cycles_open[0] and {"posted", "thread"} <= s.keys():
+        stamped = {"posted", "thread", "commit", "committed", "resumed"} <= s.keys()
+        if previous is not None and _cycles_open[0] and stamped:
             _cycles.append(
                 (
                     s["posted"] - begun,
                     s["thread"] - s["posted"],
-                    s["committed"] - s["thread"],
+                    s["commit"] - s["thread"],
+                    s["committed"] - s["commit"],
                     s["resumed"] - s["committed"],
                     s["returned"] - s["resumed"],
                     begun - previous,
@@ -111,7 +121,8 @@ def _trace(store: Any) -> None:
         return out
 
     _sqlite_sync.commit = traced_commit  # type: ignore[assignment]
-    _sqlite_writer.SQLiteWriter.commit_session = traced_commit_session  # type: ignore[method-assign]
+    _sqlite_claims.settle_and_claim = traced_job  # type: ignore[assignment]
+    _sqlite_writer.SQLiteWriter.run = traced_run  # type: ignore[method-assign]
     store.claim_session_completing = traced_completing
 
 

@@ -45,9 +45,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NoReturn, TypeVar, cast
 
-from engine import _json, _rules
+from engine import _rules
 from engine._errors import StoreClosed, StoreLocked, StoreUnavailable
-from engine._models import TASK_COLUMNS, Task, in_claim_order
+from engine._models import TASK_COLUMNS
 from engine._sql import migrations, statement
 from engine._sqlite_file import (
     holds_nothing,
@@ -58,24 +58,13 @@ from engine._sqlite_file import (
 )
 from engine.store import _sqlite_sync as sync
 from engine.store._base import (
-    LEASE_EXPIRED_JSON,
-    ClaimArgs,
-    CompletingClaim,
-    OwnedSettle,
-    Plan,
-    SettleOutcome,
     StoreCapabilities,
 )
 from engine.store._faults import locked, sqlite_fault
 from engine.store._signals import Claimer, Wake
+from engine.store._sqlite_claims import SQLiteClaims
 from engine.store._sqlite_commits import CommitWatch
 from engine.store._sqlite_inspect_lanes import InspectLanes
-from engine.store._sqlite_operations import (
-    SQLiteOperations,
-    _claim_statement,
-    _task,
-    settle_statement,
-)
 from engine.store._sqlite_pragmas import check_synchronous
 from engine.store._sqlite_writer import SQLiteWriter, yield_loop
 
@@ -98,7 +87,7 @@ def _is_memory(path: str) -> bool:
     return path.startswith("file:") and (path.startswith("file::memory:") or "mode=memory" in path)
 
 
-class SQLiteStore(SQLiteOperations):
+class SQLiteStore(SQLiteClaims):
     """A cairnq database in one SQLite file (or in memory), shared with cairnq SDKs.
 
     Args:
@@ -125,7 +114,7 @@ class SQLiteStore(SQLiteOperations):
     """
 
     dialect = "sqlite"
-    capabilities = StoreCapabilities(completing_claim=True)
+    capabilities = StoreCapabilities(completing_claim=True, single_draw_commits=True)
 
     def __init__(
         self,
@@ -451,117 +440,6 @@ class SQLiteStore(SQLiteOperations):
 
     def _refresh_statistics_if_due(self) -> None:
         self._writer.refresh_statistics_if_due()
-
-    async def _claim_session(
-        self, args: ClaimArgs, plan: Plan[T], *, probe: bool
-    ) -> tuple[T, builtins.list[Task]] | None:
-        # Probed after signals too (no signalled_claims_skip_probe): the probe is
-        # a read of microseconds here, and the wakes include every commit on the
-        # file (heartbeats too). One draw or many, the COMMIT is one writer hop.
-        self._check_writable("claim_session")
-        if probe and not await self._probe(args.queues, args.names):
-            return None
-        await self._ready()
-        with self._writer.in_flight():
-            return await self._run_session(args.queues, args.worker_id, args.lease_ms, plan)
-
-    async def _run_session(
-        self,
-        queues: builtins.list[str],
-        worker_id: str,
-        lease_ms: int,
-        plan: Plan[T],
-    ) -> tuple[T, builtins.list[Task]]:
-        recover = _sql("recover_leases")
-        recover_params = {"lease_expired_error": LEASE_EXPIRED_JSON}
-        with self._faults():
-            recovered = await self._writer.begin_session(
-                lambda raw: sync.begin_with(raw, recover, recover_params)
-            )
-        try:
-            with self._faults():
-                value = await self._plan_and_commit(queues, worker_id, lease_ms, plan)
-        finally:
-            self._writer.end_session()
-        await yield_loop()
-        return value, [_task(row) for row in recovered]
-
-    async def _plan_and_commit(
-        self,
-        queues: builtins.list[str],
-        worker_id: str,
-        lease_ms: int,
-        plan: Plan[T],
-    ) -> T:
-        """Run ``plan`` in the open session transaction, then COMMIT and let go.
-
-        Whatever happens, the connection is released with no transaction open
-        (the session lock stays the caller's). A failed plan or COMMIT rolls
-        everything back and raises.
-        """
-        raw = self._writer.raw
-        assert raw is not None
-
-        async def draw(draw_names: Sequence[str] | None, limit: int) -> builtins.list[Task]:
-            variant = self._draw_variant(queues, draw_names, limit)
-            if variant is None:
-                return []
-            sql, params = _claim_statement(*variant)
-            params.update(worker_id=worker_id, lease_ms=lease_ms)
-            return in_claim_order(_task(r) for r in sync.run(raw, sql, params))
-
-        try:
-            value = await plan(draw)
-        except BaseException:
-            # Even a cancelled session leaves no transaction open.
-            self._writer.abort_session()
-            raise
-        await self._writer.commit_session()
-        return value
-
-    async def _completing_claim(
-        self,
-        ids: builtins.list[str],
-        args: ClaimArgs,
-        plan: Plan[T],
-        settles: builtins.list[OwnedSettle],
-    ) -> CompletingClaim[T] | Exception:
-        """One ``BEGIN IMMEDIATE``: complete, settle, recover, ``plan``, COMMIT (see the base).
-
-        Raises ``StoreLocked`` if the database stayed locked for ``busy_timeout_ms``.
-        """
-        await self._ready()
-        many = {"ids": _json.dumps(ids), "worker_id": args.worker_id}
-        writes = [(_sql("complete_many"), many), *(settle_statement(s) for s in settles)]
-        recover = (_sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON})
-        with self._writer.in_flight():
-            with self._faults():
-                started = await self._writer.begin_session(
-                    lambda raw: sync.begin_settling(raw, writes, recover)
-                )
-            value: T | None = None
-            try:
-                if isinstance(started, Exception):
-                    # The statements were rolled back with their transaction.
-                    self._writer.release()
-                    return started
-                try:
-                    with self._faults():
-                        value = await self._plan_and_commit(
-                            args.queues, args.worker_id, args.lease_ms, plan
-                        )
-                except Exception as exc:
-                    return exc
-            finally:
-                self._writer.end_session()
-        (settled_rows, *settle_rows), recovered = started
-        await yield_loop()
-        written: dict[str, SettleOutcome] = {
-            s.task_id: _task(rows[0]) if rows else None
-            for s, rows in zip(settles, settle_rows, strict=True)
-        }
-        settled = {row[0] for row in settled_rows}
-        return CompletingClaim(settled, value, None, [_task(r) for r in recovered], written)
 
 
 __all__ = ["SQLiteStore"]
