@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sqlite3
 import statistics
@@ -52,7 +51,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from worker_bench import LEASE_EXPIRED_JSON, Target, _sqlite, prefill
+from worker_bench import Target, _sqlite_floor, prefill
 
 import engine
 from engine.store import _sqlite_claims, _sqlite_sync, _sqlite_writer
@@ -165,32 +164,12 @@ async def engine_drain(workdir: str, tasks: int, batch: int | None) -> float:
 
 
 async def floor_cycles(workdir: str, tasks: int, slots: int) -> list[tuple[int, int]]:
-    """The floor's cycles: (statements, COMMIT) in ns, on raw sqlite3 in this thread."""
+    """The floor's cycles (``worker_bench``'s): (statements, COMMIT) in ns each."""
     target = Target("sqlite", "", workdir)
     await prefill(target, tasks, "noop")
-    conn = sqlite3.connect(target.path, isolation_level=None)
-    conn.execute("pragma synchronous = full")
-    settle, recover = _sqlite("complete_many"), _sqlite("recover_leases")
-    claim = _sqlite("claim_one_queue")
-    held: list[str] = []
-    out = []
-    for _ in range(max(1, tasks // slots)):
-        begun = time.perf_counter_ns()
-        now = int(time.time() * 1000)
-        conn.execute("begin immediate")
-        conn.execute(settle, {"ids": json.dumps(held), "worker_id": "w", "now_ms": now})
-        conn.execute(recover, {"lease_expired_error": LEASE_EXPIRED_JSON, "now_ms": now})
-        rows = conn.execute(
-            claim,
-            {"queue": "default", "names": None, "limit": slots, "worker_id": "w",
-             "now_ms": now, "lease_until_ms": now + 30_000},
-        ).fetchall()  # fmt: skip
-        held = [r[0] for r in rows]
-        statements = time.perf_counter_ns()
-        conn.execute("commit")
-        out.append((statements - begun, time.perf_counter_ns() - statements))
-    conn.close()
-    return out
+    split: list[tuple[int, int]] = []
+    _sqlite_floor(target.path, max(1, tasks // slots), slots, split)
+    return split
 
 
 def _row(label: str, values: list[int]) -> str:

@@ -87,6 +87,31 @@ def settle_and_claim(
     return (settled, recovered, claimed), None
 
 
+def _settling(
+    ids: builtins.list[str], worker_id: str, settles: builtins.list[OwnedSettle]
+) -> builtins.list[tuple[str, dict[str, Any]]]:
+    """A completing claim's writes: ``complete_many(ids)``, then each settlement."""
+    many = {"ids": _json.dumps(ids), "worker_id": worker_id}
+    return [(_sql("complete_many"), many), *(settle_statement(s) for s in settles)]
+
+
+def _completed(
+    settles: builtins.list[OwnedSettle],
+    rows: builtins.list[sync.Rows],
+    recovered: sync.Rows,
+    value: T | None,
+    claim_error: Exception | None,
+) -> CompletingClaim[T]:
+    """A completing claim's outcome from its writes' rows (``_settling``'s order)."""
+    settled_rows, *settle_rows = rows
+    written: dict[str, SettleOutcome] = {
+        s.task_id: _task(each[0]) if each else None
+        for s, each in zip(settles, settle_rows, strict=True)
+    }
+    settled = {row[0] for row in settled_rows}
+    return CompletingClaim(settled, value, claim_error, [_task(r) for r in recovered], written)
+
+
 class SQLiteClaims(SQLiteOperations):
     """Claim sessions over ``SQLiteStore``'s writer (a base of it)."""
 
@@ -102,14 +127,18 @@ class SQLiteClaims(SQLiteOperations):
     def _faults(self) -> contextlib.AbstractContextManager[None]:
         """Storage faults raised inside as engine errors."""
 
+    async def _worth_a_session(self, args: ClaimArgs, probe: bool) -> bool:
+        """The store takes writes and, when ``probe``, something is claimable now."""
+        self._check_writable("claim_session")
+        return not probe or await self._probe(args.queues, args.names)
+
     async def _claim_session(
         self, args: ClaimArgs, plan: Plan[T], *, probe: bool
     ) -> tuple[T, builtins.list[Task]] | None:
         # Probed after signals too (no signalled_claims_skip_probe): the probe is
         # a read of microseconds here, and the wakes include every commit on the
         # file (heartbeats too). Several draws: inline, then the COMMIT's hop.
-        self._check_writable("claim_session")
-        if probe and not await self._probe(args.queues, args.names):
+        if not await self._worth_a_session(args, probe):
             return None
         await self._ready()
         with self._writer.in_flight():
@@ -181,8 +210,7 @@ class SQLiteClaims(SQLiteOperations):
         Raises ``StoreLocked`` if the database stayed locked for ``busy_timeout_ms``.
         """
         await self._ready()
-        many = {"ids": _json.dumps(ids), "worker_id": args.worker_id}
-        writes = [(_sql("complete_many"), many), *(settle_statement(s) for s in settles)]
+        writes = _settling(ids, args.worker_id, settles)
         recover = (_sql("recover_leases"), {"lease_expired_error": LEASE_EXPIRED_JSON})
         with self._writer.in_flight():
             with self._faults():
@@ -204,14 +232,8 @@ class SQLiteClaims(SQLiteOperations):
                     return exc
             finally:
                 self._writer.end_session()
-        (settled_rows, *settle_rows), recovered = started
         await yield_loop()
-        written: dict[str, SettleOutcome] = {
-            s.task_id: _task(rows[0]) if rows else None
-            for s, rows in zip(settles, settle_rows, strict=True)
-        }
-        settled = {row[0] for row in settled_rows}
-        return CompletingClaim(settled, value, None, [_task(r) for r in recovered], written)
+        return _completed(settles, started[0], started[1], value, None)
 
     # -- single-draw claims: the transaction in one job ---------------------------------
 
@@ -219,8 +241,7 @@ class SQLiteClaims(SQLiteOperations):
         self, args: ClaimArgs, plan: Plan[T], *, probe: bool
     ) -> tuple[T, builtins.list[Task]] | None:
         """``_claim_session`` for a plan that draws once (see ``_one_draw``)."""
-        self._check_writable("claim_session")
-        if probe and not await self._probe(args.queues, args.names):
+        if not await self._worth_a_session(args, probe):
             return None
         drawn = await self._one_draw([], args, plan)
         if isinstance(drawn, Exception):
@@ -238,18 +259,11 @@ class SQLiteClaims(SQLiteOperations):
         settles: builtins.list[OwnedSettle],
     ) -> CompletingClaim[T] | Exception:
         """``_completing_claim`` for a plan that draws at most once (see ``_one_draw``)."""
-        many = {"ids": _json.dumps(ids), "worker_id": args.worker_id}
-        writes = [(_sql("complete_many"), many), *(settle_statement(s) for s in settles)]
-        drawn = await self._one_draw(writes, args, plan)
+        drawn = await self._one_draw(_settling(ids, args.worker_id, settles), args, plan)
         if isinstance(drawn, Exception):
             return drawn
-        value, plan_error, ((settled_rows, *settle_rows), recovered, _) = drawn
-        written: dict[str, SettleOutcome] = {
-            s.task_id: _task(rows[0]) if rows else None
-            for s, rows in zip(settles, settle_rows, strict=True)
-        }
-        settled = {row[0] for row in settled_rows}
-        return CompletingClaim(settled, value, plan_error, [_task(r) for r in recovered], written)
+        value, plan_error, (rows, recovered, _) = drawn
+        return _completed(settles, rows, recovered, value, plan_error)
 
     async def _one_draw(
         self,
