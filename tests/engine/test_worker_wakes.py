@@ -184,7 +184,7 @@ async def test_every_claimer_that_had_not_looked_since_a_signal_wakes_for_it(
 ) -> None:
     # A worker hands its Claimer to its claims and its claim wakes: a signal
     # after a claimer's last look fires that claimer's next wake, however
-    # many other claimers it woke or fired first, and only once.
+    # many other claimers it woke or fired first.
     queue = own_queue()
     first, second = Claimer(), Claimer()
 
@@ -198,5 +198,5 @@ async def test_every_claimer_that_had_not_looked_since_a_signal_wakes_for_it(
     await store.submit(name="n", queue=queue)
     for claimer in (first, second):
         assert await store.claim_wake([queue], 20_000, claimer=claimer) is True
-    # Each has armed since: the same signal does not fire a wake again.
-    assert await store.claim_wake([queue], 50, claimer=first) is False
+    # (That a signal fires each claimer's wake only once is the hub's test,
+    # test_armed_wakes: here a Postgres LISTEN taking effect may fire it again.)
