@@ -27,7 +27,6 @@ from typing import Any, TypeVar, cast
 
 from engine import _json
 from engine._models import Task, in_claim_order
-from engine._sql import statement
 from engine.store import _sqlite_sync as sync
 from engine.store._base import (
     LEASE_EXPIRED_JSON,
@@ -41,16 +40,13 @@ from engine.store._faults import sqlite_fault
 from engine.store._sqlite_operations import (
     SQLiteOperations,
     _claim_statement,
+    _sql,
     _task,
     settle_statement,
 )
 from engine.store._sqlite_writer import SQLiteWriter, yield_loop
 
 T = TypeVar("T")
-
-
-def _sql(name: str) -> str:
-    return statement("sqlite", name)
 
 
 #: What ``settle_and_claim`` committed: each settlement's rows, the recovered, the claimed.
@@ -297,8 +293,7 @@ class SQLiteClaims(SQLiteOperations):
             if committed:
                 raise RuntimeError("a single_draw plan drew more than once")
             try:
-                with self._faults():
-                    done, error = await self._writer.run(settle_and_claim, writes, recover, claim)
+                done, error = await self._retrying(settle_and_claim, writes, recover, claim)
             except BaseException as exc:
                 refused.append(exc)
                 raise
